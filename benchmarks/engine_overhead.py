@@ -1,0 +1,114 @@
+"""Per-query overhead of our guarded SQLite engine against a bare `sqlite3` call.
+
+Runs every Spider dev gold query (`dev_gold.sql`) through
+1. a bare `sqlite3.connect(path)` + `execute` + `fetchall` (one cached connection per database,
+   as the official evaluator would do if it cached), and
+2. `EngineCache.get(...).execute(sql, Limits())` (read-only URI, authorizer, progress handler,
+   row/size caps, text factory),
+and prints the totals and the mean per-query difference. Both sides run the same queries in the
+same order, several rounds, and the best round counts (less noise on a shared machine).
+
+    python benchmarks/engine_overhead.py [SPIDER_DIR] [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_nl2sql.engines import EngineCache, EngineError, Limits  # noqa: E402
+
+DEFAULT_SPIDER = Path(__file__).resolve().parents[2] / "shared" / "data" / "spider"
+
+
+def load_golds(spider: Path) -> list[tuple[Path, str]]:
+    """(database path, gold SQL) for every dev gold whose database exists."""
+    pairs = []
+    for line in (spider / "dev_gold.sql").read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        sql, _, db_id = line.rpartition("\t")
+        path = spider / "database" / db_id / f"{db_id}.sqlite"
+        if path.exists():
+            pairs.append((path, sql))
+    return pairs
+
+
+def bare_runner(pairs: list[tuple[Path, str]]) -> tuple[Callable[[], None], Callable[[], None]]:
+    connections: dict[Path, sqlite3.Connection] = {}
+
+    def run() -> None:
+        for path, sql in pairs:
+            conn = connections.get(path)
+            if conn is None:
+                conn = connections[path] = sqlite3.connect(path)
+                conn.text_factory = lambda b: b.decode(errors="ignore")
+            conn.execute(sql).fetchall()
+
+    def close() -> None:
+        for conn in connections.values():
+            conn.close()
+
+    return run, close
+
+
+def engine_runner(pairs: list[tuple[Path, str]]) -> tuple[Callable[[], None], Callable[[], None]]:
+    cache = EngineCache()
+    limits = Limits()
+    failures: list[str] = []
+
+    def run() -> None:
+        for path, sql in pairs:
+            try:
+                cache.get(str(path), None).execute(sql, limits)
+            except EngineError as error:  # keep going; a failure is reported below
+                failures.append(f"{path.stem}: {error}")
+
+    def close() -> None:
+        cache.close_all()
+        if failures:
+            print(f"  engine errors: {len(failures)} (first: {failures[0]})")
+
+    return run, close
+
+
+def best_of(rounds: int, runner: tuple[Callable[[], None], Callable[[], None]]) -> float:
+    run, close = runner
+    run()  # warm-up: opens connections and fills statement caches, as a real session would
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    close()
+    return min(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("spider", nargs="?", type=Path, default=DEFAULT_SPIDER)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    if not (args.spider / "dev_gold.sql").exists():
+        print(f"no Spider data at {args.spider}; nothing to measure")
+        return 0
+    pairs = load_golds(args.spider)
+    n = len(pairs)
+    print(f"{n} Spider dev gold queries on {len({p for p, _ in pairs})} databases, "
+          f"best of {args.rounds} rounds, SQLite {sqlite3.sqlite_version}")
+    bare = best_of(args.rounds, bare_runner(pairs))
+    ours = best_of(args.rounds, engine_runner(pairs))
+    print(f"  bare sqlite3 : {bare * 1e3:8.1f} ms total, {bare / n * 1e6:7.1f} us/query")
+    print(f"  SqliteEngine : {ours * 1e3:8.1f} ms total, {ours / n * 1e6:7.1f} us/query")
+    print(f"  overhead     : {(ours - bare) / n * 1e6:7.1f} us/query ({ours / bare:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

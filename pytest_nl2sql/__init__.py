@@ -1,0 +1,13 @@
+"""pytest-nl2sql: natural-language-to-SQL suites as pytest items, judged by executing the SQL.
+
+The plugin itself is `pytest_nl2sql.plugin` (loaded by pytest through the `pytest11` entry point).
+The functions below work without pytest.
+"""
+
+from __future__ import annotations
+
+from .api import eval_exec_match, evaluate_predictions
+from .compare import compare_results
+from .hardness import hardness  # binds the function over the submodule of the same name
+
+__all__ = ["compare_results", "eval_exec_match", "evaluate_predictions", "hardness"]

@@ -1,0 +1,410 @@
+"""Baselines: the per-case verdicts of an accepted run, and how the current run compares.
+
+A baseline lets a team gate CI on "no case got worse" while known failures stay visible. The file
+is meant to be committed and reviewed, so it is deterministic (no timestamps, nothing that
+differs between `-n 0` and `-n 2`), sorted, and holds one case per line:
+
+    {
+      "format": "pytest-nl2sql baseline",
+      "version": 1,
+      "cases": {
+        "suites/shop.nl2sql.yaml": {
+          "cheap": {"fingerprint": "3f1c...", "passed": false, "reason": "values", "verdict": "mismatch"},
+          "count": {"fingerprint": "9a0b...", "passed": true, "reason": null, "verdict": "pass"}
+        }
+      }
+    }
+
+Cases are keyed by (file, id), `file` being relative to pytest's rootdir as in the nodeid.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pytest_nl2sql.stats import SIGNIFICANCE, is_significant, mcnemar_exact
+from pytest_nl2sql.verdict import Verdict
+
+FORMAT = "pytest-nl2sql baseline"
+VERSION = 1
+
+_ASCII_DIGITS = frozenset("0123456789")
+
+Key = tuple[str, str]  # (file relative to rootdir, case id)
+
+
+class BaselineError(ValueError):
+    """A baseline that cannot be used: missing or malformed. The message names the path."""
+
+
+class BaselineStatus(str, Enum):
+    """How a case compares with the baseline; the spelling is the JSON report's `baseline` field."""
+
+    REGRESSION = "regression"  # passed in the baseline, fails now: fails the run
+    KNOWN_FAILURE = "known_failure"  # failed in both: reported as xfailed
+    FIXED = "fixed"  # failed in the baseline, passes now: the baseline wants an update
+    NEW = "new"  # not in the baseline: judged on its own
+
+
+@dataclass(frozen=True)
+class BaselineEntry:
+    verdict: str
+    passed: bool
+    fingerprint: str | None = None
+    reason: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        """The case was broken (gold_error) when the baseline was written: nothing to compare."""
+        return self.verdict == Verdict.GOLD_ERROR.value
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fingerprint": self.fingerprint,
+            "passed": self.passed,
+            "reason": self.reason,
+            "verdict": self.verdict,
+        }
+
+
+@dataclass(frozen=True)
+class Baseline:
+    path: str
+    entries: Mapping[Key, BaselineEntry] = field(default_factory=dict)
+
+    def lookup(self, file: str, case_id: str) -> BaselineEntry | None:
+        return self.entries.get((file, case_id))
+
+
+def classify(entry: BaselineEntry | None, passed_now: bool) -> BaselineStatus | None:
+    """The case's status against its baseline entry; None when it passed before and passes now.
+
+    A baseline entry recorded as `gold_error` had no verdict to compare with, so the case counts
+    as new. Do not classify a case that is a `gold_error` now: it is an error either way.
+    """
+    if entry is None or entry.is_error:
+        return BaselineStatus.NEW
+    if entry.passed:
+        return None if passed_now else BaselineStatus.REGRESSION
+    return BaselineStatus.FIXED if passed_now else BaselineStatus.KNOWN_FAILURE
+
+
+# --- the file -------------------------------------------------------------------------------
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """Read a baseline file; a missing or malformed file is a `BaselineError` naming the path."""
+    where = os.fspath(path)
+    try:
+        text = Path(where).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BaselineError(
+            f"baseline file {where} does not exist; write it first with "
+            f"--nl2sql-update-baseline --nl2sql-baseline={where}"
+        ) from None
+    except OSError as error:
+        raise BaselineError(f"cannot read baseline file {where}: {error}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise BaselineError(
+            f"baseline file {where} is not valid JSON (line {error.lineno}, column "
+            f"{error.colno}: {error.msg}); rewrite it with --nl2sql-update-baseline"
+        ) from None
+    return Baseline(path=where, entries=_parse_entries(data, where))
+
+
+def _parse_entries(data: Any, where: str) -> dict[Key, BaselineEntry]:
+    def bad(what: str) -> BaselineError:
+        return BaselineError(f"baseline file {where} is malformed: {what}")
+
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise bad(f'expected a JSON object with "format": "{FORMAT}"')
+    if data.get("version") != VERSION:
+        raise bad(f"unsupported version {data.get('version')!r} (this plugin reads version {VERSION})")
+    cases = data.get("cases")
+    if not isinstance(cases, dict):
+        raise bad('"cases" must be an object of files')
+    entries: dict[Key, BaselineEntry] = {}
+    for file, by_id in cases.items():
+        if not isinstance(by_id, dict):
+            raise bad(f"the cases of {file!r} must be an object keyed by case id")
+        for case_id, raw in by_id.items():
+            if not isinstance(raw, dict) or not isinstance(raw.get("verdict"), str):
+                raise bad(f"case {file}::{case_id} needs a string \"verdict\"")
+            passed = raw.get("passed", raw["verdict"] == Verdict.PASS.value)
+            fingerprint = raw.get("fingerprint")
+            reason = raw.get("reason")
+            if not isinstance(passed, bool):
+                raise bad(f'case {file}::{case_id}: "passed" must be true or false')
+            if fingerprint is not None and not isinstance(fingerprint, str):
+                raise bad(f'case {file}::{case_id}: "fingerprint" must be a string or null')
+            if reason is not None and not isinstance(reason, str):
+                raise bad(f'case {file}::{case_id}: "reason" must be a string or null')
+            entries[(file, case_id)] = BaselineEntry(raw["verdict"], passed, fingerprint, reason)
+    return entries
+
+
+def entry_of(item: Mapping[str, Any]) -> BaselineEntry:
+    """The baseline entry for one JSON report item."""
+    return BaselineEntry(
+        verdict=item["verdict"],
+        passed=bool(item["passed"]),
+        fingerprint=item.get("fingerprint"),
+        reason=item.get("reason"),
+    )
+
+
+def write_baseline(
+    path: str | os.PathLike[str],
+    items: Iterable[Mapping[str, Any]],
+    *,
+    previous: Baseline | None = None,
+) -> None:
+    """Write the items' verdicts as a baseline, deterministically (sorted, one case per line).
+
+    With `previous`, its entries for cases that did not run now are kept, so that updating the
+    baseline from a `-k` subset does not forget the rest of the suite.
+    """
+    entries: dict[Key, BaselineEntry] = dict(previous.entries) if previous else {}
+    for item in items:
+        entries[(item["file"], item["id"])] = entry_of(item)
+    _atomic_write(Path(path), render_baseline(entries))
+
+
+def render_baseline(entries: Mapping[Key, BaselineEntry]) -> str:
+    """The file's text: pretty at the top, one compact sorted line per case, trailing newline."""
+    by_file: dict[str, dict[str, BaselineEntry]] = {}
+    for (file, case_id), entry in entries.items():
+        by_file.setdefault(file, {})[case_id] = entry
+    dump = lambda value: json.dumps(value, ensure_ascii=False, sort_keys=True)  # noqa: E731
+    lines = ["{", f'  "format": {dump(FORMAT)},', f'  "version": {VERSION},']
+    if not by_file:
+        lines.append('  "cases": {}')
+    else:
+        lines.append('  "cases": {')
+        files = sorted(by_file)
+        for file_index, file in enumerate(files):
+            lines.append(f"    {dump(file)}: {{")
+            ids = sorted(by_file[file], key=natural_key)
+            for id_index, case_id in enumerate(ids):
+                comma = "," if id_index < len(ids) - 1 else ""
+                lines.append(f"      {dump(case_id)}: {dump(by_file[file][case_id].to_json())}{comma}")
+            lines.append("    }" + ("," if file_index < len(files) - 1 else ""))
+        lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def natural_key(text: str) -> tuple[tuple[tuple[int, int, str], ...], str]:
+    """Sort `q2` before `q10` (Spider and BIRD ids are bare numbers); ties by the text itself."""
+    parts = tuple(
+        (0, int(run), "") if is_digits else (1, 0, run)
+        for is_digits, run in (
+            (key, "".join(chars)) for key, chars in itertools.groupby(text, _ASCII_DIGITS.__contains__)
+        )
+    )
+    return parts, text
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Replace the file in one step, so an interrupted run never leaves half a baseline."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+# --- the comparison ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaselineComparison:
+    """The current run against a baseline, for the summary's `baseline` section.
+
+    `accuracy_before` and `accuracy_now` are over the *paired* cases: those judged both in the
+    baseline and now (neither side a `gold_error`). That is what McNemar's test compares, and it
+    keeps a grown or shrunk suite from passing for a change in the model. Case lists hold
+    `file::id` labels (the nodeid), in collection order; `missing` in baseline order.
+    """
+
+    path: str
+    paired: int
+    passed_before: int
+    passed_now: int
+    regressions: tuple[str, ...]
+    fixed: tuple[str, ...]
+    known_failures: tuple[str, ...]
+    changed_failures: tuple[str, ...]  # known failures whose verdict or result changed
+    new: tuple[str, ...]
+    missing: tuple[str, ...]  # in the baseline, not run now
+    statuses: Mapping[Key, BaselineStatus | None]
+
+    @property
+    def accuracy_before(self) -> float | None:
+        return self.passed_before / self.paired if self.paired else None
+
+    @property
+    def accuracy_now(self) -> float | None:
+        return self.passed_now / self.paired if self.paired else None
+
+    @property
+    def b(self) -> int:
+        """Discordant pairs that passed before and fail now (the regressions)."""
+        return len(self.regressions)
+
+    @property
+    def c(self) -> int:
+        """Discordant pairs that failed before and pass now (the fixes)."""
+        return len(self.fixed)
+
+    @property
+    def p_value(self) -> float:
+        return mcnemar_exact(self.b, self.c)
+
+    @property
+    def significant(self) -> bool:
+        return is_significant(self.p_value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "paired": self.paired,
+            "accuracy_before": self.accuracy_before,
+            "accuracy_now": self.accuracy_now,
+            "passed_before": self.passed_before,
+            "passed_now": self.passed_now,
+            "regressions": list(self.regressions),
+            "fixed": list(self.fixed),
+            "known_failures": len(self.known_failures),
+            "changed_failures": list(self.changed_failures),
+            "new": list(self.new),
+            "missing": list(self.missing),
+            "mcnemar": {"b": self.b, "c": self.c},
+            "p_value": self.p_value,
+            "significant": self.significant,
+        }
+
+    def render_lines(self) -> list[str]:
+        """The terminal summary's baseline lines; regressions and fixes listed by nodeid."""
+        lines = [f"baseline {self.path}: {self.paired} cases judged in both runs"]
+        if self.paired:
+            lines.append(
+                f"accuracy then {_ratio(self.passed_before, self.paired)}, "
+                f"now {_ratio(self.passed_now, self.paired)}"
+            )
+        lines += _listed("regression", "regressions", self.regressions)
+        lines += _listed("fixed case", "fixed cases", self.fixed)
+        if self.known_failures:
+            lines.append(f"{_plural(len(self.known_failures), 'known failure')} (xfailed)")
+        lines += _listed(
+            "known failure fails differently now", "known failures fail differently now",
+            self.changed_failures,
+        )
+        lines += _listed("new case not in the baseline", "new cases not in the baseline", self.new)
+        if self.missing:
+            lines.append(f"{_plural(len(self.missing), 'baseline case')} did not run")
+        if self.fixed or self.new:
+            lines.append(
+                f"{len(self.fixed)} fixed, {len(self.new)} new: update the baseline with "
+                f"--nl2sql-update-baseline --nl2sql-baseline={self.path}"
+            )
+        if self.b + self.c == 0:
+            lines.append("McNemar exact p = 1: no case changed its verdict")
+        else:
+            verdict = "distinguishable" if self.significant else "not distinguishable"
+            lines.append(
+                f"McNemar exact p = {format_p(self.p_value)} ({self.b} worse, {self.c} better): "
+                f"the change is {verdict} from noise at the {SIGNIFICANCE:g} level"
+            )
+        return lines
+
+
+def compare_with_baseline(
+    baseline: Baseline, items: Iterable[Mapping[str, Any]]
+) -> BaselineComparison:
+    """Classify every item (JSON report items, in collection order) against the baseline."""
+    statuses: dict[Key, BaselineStatus | None] = {}
+    regressions: list[str] = []
+    fixed: list[str] = []
+    known: list[str] = []
+    changed: list[str] = []
+    new: list[str] = []
+    paired = passed_before = passed_now = 0
+    seen: set[Key] = set()
+    for item in items:
+        key = (item["file"], item["id"])
+        seen.add(key)
+        label = item.get("nodeid") or f"{key[0]}::{key[1]}"
+        if item["verdict"] == Verdict.GOLD_ERROR.value:
+            statuses[key] = None  # an error now is an error, whatever the baseline says
+            continue
+        entry = baseline.lookup(*key)
+        status = classify(entry, bool(item["passed"]))
+        statuses[key] = status
+        if status is BaselineStatus.NEW:
+            new.append(label)
+            continue
+        assert entry is not None
+        paired += 1
+        passed_before += entry.passed
+        passed_now += bool(item["passed"])
+        if status is BaselineStatus.REGRESSION:
+            regressions.append(label)
+        elif status is BaselineStatus.FIXED:
+            fixed.append(label)
+        elif status is BaselineStatus.KNOWN_FAILURE:
+            known.append(label)
+            if (entry.verdict, entry.fingerprint) != (item["verdict"], item.get("fingerprint")):
+                changed.append(label)
+    missing = [
+        f"{file}::{case_id}"
+        for file, case_id in sorted(baseline.entries, key=lambda k: (k[0], natural_key(k[1])))
+        if (file, case_id) not in seen
+    ]
+    return BaselineComparison(
+        path=baseline.path,
+        paired=paired,
+        passed_before=passed_before,
+        passed_now=passed_now,
+        regressions=tuple(regressions),
+        fixed=tuple(fixed),
+        known_failures=tuple(known),
+        changed_failures=tuple(changed),
+        new=tuple(new),
+        missing=tuple(missing),
+        statuses=statuses,
+    )
+
+
+def format_p(p_value: float) -> str:
+    """Three significant digits; tiny values in scientific notation rather than 0.000."""
+    return f"{p_value:.3g}"
+
+
+def _ratio(passed: int, total: int) -> str:
+    return f"{passed}/{total} = {100 * passed / total:.1f}%"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _listed(singular: str, plural: str, labels: tuple[str, ...]) -> list[str]:
+    if not labels:
+        return []
+    head = f"{len(labels)} {singular if len(labels) == 1 else plural}:"
+    return [head] + [f"  {label}" for label in labels]

@@ -1,0 +1,689 @@
+"""Result comparison: does the predicted result hold the same answer as the gold one?
+
+`compare_results(gold_rows, pred_rows, order_matters, options)` returns a frozen `Comparison` that is
+truthy iff the results match, says which rule failed first (`reason`, a `verdict.Reason` value), how
+the columns were paired, and which rows are missing or unexpected, so a failure can be explained.
+
+Modes (`CompareOptions.mode`):
+
+* ``exec`` (default) — execution match, the contract's rules: same row count and column count; one
+  column permutation for all rows (column names are never looked at); rows compared as multisets
+  (duplicates count) unless `order_matters`, then in sequence; NULL equals only NULL; values are
+  normalised first (`normalise_value`): numbers are equal across int / float / decimal / numeric
+  string (`1 == 1.0 == "1"`, `"1.50" == 1.5`, but `"abc"` stays a string), floats are compared to
+  15 significant digits (so sums taken in another order still match), booleans are the numbers 0
+  and 1 (SQLite has no booleans, PostgreSQL does: `count(*) > 0` must compare the same), bytes are
+  bytes (never equal to text), dates and times compare as their ISO text (as SQLite stores them).
+  `abs_tol` / `rel_tol` compare numbers within a tolerance (`math.isclose`), `case_sensitive=False`
+  folds the case of strings, `strip_whitespace=True` strips them.
+  Two empty results match, unless both column counts are known (`gold_columns` / `pred_columns`)
+  and differ: `SELECT a, b` is not the answer to `SELECT a` just because no row qualifies today.
+* ``spider`` — the official test-suite-sql-eval `result_eq`, for leaderboard-comparable numbers:
+  values compared with Python equality (`1 == 1.0`, `"1" != 1`), the official quick-rejection test
+  (`compat.official_quick_reject`), two empty results equal whatever their columns. The other
+  options (tolerances, case, whitespace) are ignored. The SQL rewrites are in `compat.py`.
+* ``set`` — like ``exec``, but duplicate rows are ignored (rows compared as sets; order ignored).
+* ``subset`` — every gold row must appear in the prediction (as a multiset: a gold row twice needs
+  two predicted copies); extra predicted rows are allowed; same column count, columns permuted;
+  order ignored.
+* ``columns`` — Spider 2.0's rule: every gold column (or only the gold columns whose zero-based
+  indexes are in `condition_cols`) must equal some column of the prediction by its values; extra
+  predicted columns are allowed and two gold columns may match the same predicted one; row counts
+  must be equal. Values are compared in row order when `order_matters` and not `ignore_order`,
+  else as sorted lists. (Spider 2.0 uses `abs_tol=0.01`; set it to reproduce it.)
+
+The column permutation is found by a search that stays fast on wide and repetitive results:
+per-column value multisets ("signatures") restrict each gold column's candidates; predicted columns
+that are identical vectors are interchangeable, so only one of them is ever tried; and every partial
+pairing must already give equal multisets of the projected rows, which rejects a wrong branch at
+the first column that contradicts it. The search has a work budget: beyond it (never seen outside
+constructed worst cases) the result is a mismatch whose `detail` says the search gave up.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import math
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from pytest_nl2sql.compat import official_quick_reject
+from pytest_nl2sql.verdict import Reason
+
+DIFF_CAP = 1000  # rows kept in each of `missing` / `extra`; the counts are always exact
+_SEARCH_WORK = 20_000_000  # row-steps the permutation search may spend before giving up
+_MATCHING_CAP = 300  # largest group of rows matched pairwise when tolerances are in play
+
+
+class Mode(str, Enum):
+    EXEC = "exec"
+    SPIDER = "spider"
+    SET = "set"
+    SUBSET = "subset"
+    COLUMNS = "columns"
+
+
+# `compare:` keys that belong to term-selection cases; accepted (and ignored) by `from_mapping`.
+TERM_SELECTION_KEYS = frozenset({"min_precision", "min_recall"})
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """How to compare two results; the `compare:` case key. See the module docstring for modes."""
+
+    mode: Mode = Mode.EXEC
+    abs_tol: float = 0.0
+    rel_tol: float = 0.0
+    case_sensitive: bool = True
+    strip_whitespace: bool = False
+    condition_cols: tuple[int, ...] | None = None
+    ignore_order: bool = False
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "mode", Mode(self.mode))
+        except ValueError:
+            raise ValueError(
+                f"compare option 'mode' must be one of {', '.join(m.value for m in Mode)}, not {self.mode!r}"
+            ) from None
+        for name in ("abs_tol", "rel_tol"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"compare option {name!r} must be a number >= 0, not {value!r}")
+        for name in ("case_sensitive", "strip_whitespace", "ignore_order"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"compare option {name!r} must be true or false, not {getattr(self, name)!r}")
+        if self.condition_cols is not None:
+            cols = self.condition_cols
+            if isinstance(cols, (str, bytes)) or not isinstance(cols, Iterable):
+                raise ValueError(f"compare option 'condition_cols' must be a list of column indexes, not {cols!r}")
+            cols = tuple(cols)
+            if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in cols):
+                raise ValueError(f"compare option 'condition_cols' must hold column indexes >= 0, not {cols!r}")
+            object.__setattr__(self, "condition_cols", cols)
+
+    @property
+    def has_tolerance(self) -> bool:
+        return self.abs_tol > 0 or self.rel_tol > 0
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> "CompareOptions":
+        """Build options from a case's `compare:` mapping; a wrong key or value raises ValueError naming it."""
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise ValueError(f"'compare' must be a mapping of options, not {data!r}")
+        known = {f for f in cls.__dataclass_fields__}
+        for key in data:
+            if key not in known and key not in TERM_SELECTION_KEYS:
+                raise ValueError(f"unknown compare option {key!r} (known: {', '.join(sorted(known))})")
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The outcome of a comparison; truthy iff the results match.
+
+    `pairing[i]` is the predicted column paired with gold column i (-1: none, in ``columns`` mode);
+    it is set when a pairing was found, or tried as a best effort for a mismatch. `missing` are gold
+    rows absent from the prediction and `extra` predicted rows absent from the gold (multiset
+    difference, both in gold column order, original values, at most `DIFF_CAP` rows each;
+    `missing_count` / `extra_count` are the full counts).
+    """
+
+    match: bool
+    reason: str | None = None
+    pairing: tuple[int, ...] | None = None
+    missing: tuple[tuple, ...] = ()
+    extra: tuple[tuple, ...] = ()
+    missing_count: int = 0
+    extra_count: int = 0
+    first_order_difference: int | None = None
+    detail: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.match
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for `CaseResult.diff` (values that JSON cannot hold are left to `default=str`)."""
+        return {
+            "match": self.match,
+            "reason": self.reason,
+            "pairing": list(self.pairing) if self.pairing is not None else None,
+            "missing": [list(r) for r in self.missing],
+            "extra": [list(r) for r in self.extra],
+            "missing_count": self.missing_count,
+            "extra_count": self.extra_count,
+            "first_order_difference": self.first_order_difference,
+            "detail": self.detail,
+        }
+
+
+# ----------------------------------------------------------------------------- value normalisation
+
+class _NaN:
+    """A NaN that equals itself (and only NaN), so NaN results can be compared at all."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+NAN = _NaN()
+_NUMERIC = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")  # over a value, not over SQL
+
+
+def _number(value: float) -> Any:
+    if math.isnan(value):
+        return NAN
+    if math.isinf(value):
+        return value
+    value = float(f"{value:.15g}")
+    return int(value) if value.is_integer() else value
+
+
+def normalise_value(value: Any, case_sensitive: bool = True, strip_whitespace: bool = False) -> Any:
+    """The canonical, hashable form in which ``exec`` mode compares a value (see the module docstring)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, decimal.Decimal):
+        if value.is_nan():
+            return NAN
+        if value.is_finite() and value == value.to_integral_value():
+            return int(value)
+        return _number(float(value))
+    if isinstance(value, str):
+        text = value.strip() if strip_whitespace else value
+        if _NUMERIC.fullmatch(text):
+            if "." in text or "e" in text or "E" in text:
+                return _number(float(text))
+            return int(text)
+        return text if case_sensitive else text.casefold()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, _dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (_dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(normalise_value(v, case_sensitive, strip_whitespace) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+def _normaliser(options: CompareOptions) -> Callable[[Any], Any]:
+    if options.mode is Mode.SPIDER:
+        return lambda v: v
+    case_sensitive, strip = options.case_sensitive, options.strip_whitespace
+    return lambda v: normalise_value(v, case_sensitive, strip)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class _NumberSlot:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<number>"
+
+
+_NUM = _NumberSlot()  # stands for "some number" in the exact part of a value under a tolerance
+
+
+# ----------------------------------------------------------------------------- the public function
+
+def compare_results(
+    gold_rows: Iterable[Sequence[Any]],
+    pred_rows: Iterable[Sequence[Any]],
+    order_matters: bool = False,
+    options: CompareOptions | None = None,
+    *,
+    gold_columns: int | None = None,
+    pred_columns: int | None = None,
+) -> Comparison:
+    """Compare a predicted result with the gold one (rows as sequences of values).
+
+    `gold_columns` / `pred_columns` give the column counts for results that may have no rows
+    (only rows travel here); they are ignored where rows exist.
+    """
+    opts = options or CompareOptions()
+    gold = [tuple(r) for r in gold_rows]
+    pred = [tuple(r) for r in pred_rows]
+    gold_width = len(gold[0]) if gold else gold_columns
+    pred_width = len(pred[0]) if pred else pred_columns
+    if opts.mode is Mode.COLUMNS:
+        return _compare_columns_mode(gold, pred, gold_width, order_matters, opts)
+    if not gold and not pred:
+        if opts.mode is not Mode.SPIDER and None not in (gold_width, pred_width) and gold_width != pred_width:
+            return _mismatch(Reason.COLUMN_COUNT, f"both results are empty, but with {gold_width} and {pred_width} columns")
+        return Comparison(match=True)
+    return _Comparer(gold, pred, gold_width, pred_width, order_matters, opts).run()
+
+
+def _mismatch(reason: Reason, detail: str, **fields: Any) -> Comparison:
+    return Comparison(match=False, reason=reason.value, detail=detail, **fields)
+
+
+class _Comparer:
+    """One comparison of two non-empty-or-one-empty results (all modes but ``columns``)."""
+
+    def __init__(self, gold: list[tuple], pred: list[tuple], gold_width: int | None, pred_width: int | None,
+                 order_matters: bool, opts: CompareOptions) -> None:
+        self.opts = opts
+        self.mode = opts.mode
+        self.equality = _Equality.of(opts)
+        self.tolerant = self.equality.tolerant
+        self.ordered = order_matters and opts.mode in (Mode.EXEC, Mode.SPIDER)
+        norm = _normaliser(opts)
+        self.gold, self.pred = gold, pred
+        self.ngold = [tuple(norm(v) for v in row) for row in gold]
+        self.npred = [tuple(norm(v) for v in row) for row in pred]
+        if self.mode is Mode.SET:
+            self.gold, self.ngold = _distinct(gold, self.ngold)
+            self.pred, self.npred = _distinct(pred, self.npred)
+        self.gold_width, self.pred_width = gold_width, pred_width
+
+    # -- the rules, in the contract's order ------------------------------------------------------
+    def run(self) -> Comparison:
+        n_gold, n_pred = len(self.ngold), len(self.npred)
+        subset = self.mode is Mode.SUBSET
+        if (n_pred < n_gold) if subset else (n_pred != n_gold):
+            rows = "distinct rows" if self.mode is Mode.SET else "rows"
+            want = f"at least {n_gold}" if subset else f"{n_gold}"
+            return self._with_diff(_mismatch(Reason.ROW_COUNT, f"expected {want} {rows}, got {n_pred}"))
+        if None not in (self.gold_width, self.pred_width) and self.gold_width != self.pred_width:
+            return _mismatch(Reason.COLUMN_COUNT, f"expected {self.gold_width} columns, got {self.pred_width}")
+        if not self.ngold:  # subset of an empty gold
+            return Comparison(match=True)
+        if self.mode is Mode.SPIDER and official_quick_reject(self.gold, self.pred, self.ordered):
+            return self._explain_failure(quick_rejected=True)
+        if self.ordered:
+            pairing = self._ordered_pairing()
+            if pairing is not None:
+                return Comparison(match=True, pairing=pairing)
+            return self._explain_failure()
+        pairing, gave_up = self._unordered_pairing()
+        if pairing is not None:
+            return Comparison(match=True, pairing=pairing)
+        return self._explain_failure(gave_up=gave_up)
+
+    def _explain_failure(self, quick_rejected: bool = False, gave_up: bool = False) -> Comparison:
+        if self.ordered:
+            pairing, gave_up = self._unordered_pairing()
+            if pairing is not None and not (quick_rejected and official_quick_reject(self.gold, self.pred, False)):
+                first = next((r for r, (g, p) in enumerate(zip(self.ngold, self.npred))
+                              if not self._rows_equal(g, tuple(p[j] for j in pairing))), None)
+                return Comparison(match=False, reason=Reason.ORDER.value, pairing=pairing,
+                                  first_order_difference=first,
+                                  detail=f"same rows in another order (first difference at row {first})")
+        detail = "no column pairing makes the rows equal"
+        if gave_up:
+            detail = "the column-permutation search gave up (too many interchangeable columns)"
+        elif quick_rejected:
+            detail = "the rows differ (official quick rejection)"
+        return self._with_diff(_mismatch(Reason.VALUES, detail))
+
+    # -- diff ---------------------------------------------------------------------------------------
+    def _with_diff(self, base: Comparison) -> Comparison:
+        width = self.gold_width
+        if not self.ngold or not self.npred:  # one side is empty: everything on the other differs
+            extra = [] if self.mode is Mode.SUBSET else self.pred
+            return Comparison(
+                match=False, reason=base.reason, missing=tuple(self.gold[:DIFF_CAP]),
+                extra=tuple(extra[:DIFF_CAP]), missing_count=len(self.gold), extra_count=len(extra),
+                detail=base.detail,
+            )
+        if width is None or width != self.pred_width:
+            return base
+        pairing = self._best_effort_pairing(width)
+        projected = [tuple(row[j] for j in pairing) for row in self.npred]
+        originals = [tuple(row[j] for j in pairing) for row in self.pred]
+        missing, extra = _multiset_difference(self.ngold, self.gold, projected, originals)
+        if self.mode is Mode.SUBSET:
+            extra = []
+        first = None
+        if self.ordered:
+            first = next((r for r, (g, p) in enumerate(zip(self.ngold, projected)) if g != p), None)
+            if first is None and len(self.ngold) != len(projected):
+                first = min(len(self.ngold), len(projected))
+        detail = base.detail or ""
+        if missing or extra:
+            detail += f" ({len(missing)} gold rows missing, {len(extra)} unexpected rows)"
+        return Comparison(
+            match=False, reason=base.reason, pairing=tuple(pairing),
+            missing=tuple(missing[:DIFF_CAP]), extra=tuple(extra[:DIFF_CAP]),
+            missing_count=len(missing), extra_count=len(extra),
+            first_order_difference=first, detail=detail,
+        )
+
+    def _best_effort_pairing(self, width: int) -> list[int]:
+        """Pair columns greedily by how many values they share: the pairing a reader would expect."""
+        gold_sigs = [Counter(col) for col in _columns(self.ngold, width)]
+        pred_sigs = [Counter(col) for col in _columns(self.npred, width)]
+        scored = sorted(
+            ((-sum((g & p).values()), i, j) for i, g in enumerate(gold_sigs) for j, p in enumerate(pred_sigs)),
+        )
+        pairing = [-1] * width
+        used: set[int] = set()
+        for _, i, j in scored:
+            if pairing[i] == -1 and j not in used:
+                pairing[i] = j
+                used.add(j)
+        return pairing
+
+    def _rows_equal(self, a: tuple, b: tuple) -> bool:
+        return self.equality.rows_equal(a, b)
+
+    def _values_equal(self, a: Any, b: Any) -> bool:
+        return self.equality.values_equal(a, b)
+
+    def _exact(self, value: Any) -> Any:
+        return _NUM if self.tolerant and _is_number(value) else value
+
+    # -- ordered: one permutation making every column equal as a vector -----------------------------
+    def _ordered_pairing(self) -> tuple[int, ...] | None:
+        width = len(self.ngold[0])
+        gold_cols = _columns(self.ngold, width)
+        pred_cols = _columns(self.npred, width)
+        if self.tolerant:
+            adjacency = [[j for j, p in enumerate(pred_cols) if self._rows_equal(g, p)] for g in gold_cols]
+        else:
+            by_vector: dict[tuple, list[int]] = {}
+            for j, p in enumerate(pred_cols):
+                by_vector.setdefault(p, []).append(j)
+            adjacency = [by_vector.get(g, []) for g in gold_cols]
+        matched = _bipartite_matching(adjacency, width)
+        return tuple(matched) if matched is not None else None
+
+    # -- unordered: the column-permutation search ---------------------------------------------------
+    def _unordered_pairing(self) -> tuple[tuple[int, ...] | None, bool]:
+        search = _PermutationSearch(self)
+        return search.find(), search.gave_up
+
+
+class _PermutationSearch:
+    """Backtracking over column pairings, pruned by signatures, interchangeable columns and row multisets."""
+
+    def __init__(self, comparer: _Comparer) -> None:
+        self.c = comparer
+        self.contain = comparer.mode is Mode.SUBSET
+        width = len(comparer.ngold[0])
+        self.width = width
+        gold_cols = _columns(comparer.ngold, width)
+        pred_cols = _columns(comparer.npred, width)
+        exact = comparer._exact
+        self.gold_exact = [tuple(exact(v) for v in col) for col in gold_cols]
+        self.pred_exact = [tuple(exact(v) for v in col) for col in pred_cols]
+        # predicted columns that are the same vector are interchangeable: keep one class for them
+        classes: dict[tuple, list[int]] = {}
+        for j, col in enumerate(pred_cols):
+            classes.setdefault(col, []).append(j)
+        self.classes = list(classes.values())
+        gold_sigs = [Counter(col) for col in self.gold_exact]
+        pred_sigs = [Counter(self.pred_exact[members[0]]) for members in self.classes]
+        self.candidates: list[list[int]] = []
+        for i in range(width):
+            fits = [k for k, members in enumerate(self.classes)
+                    if self._signature_fits(gold_sigs[i], pred_sigs[k], gold_cols[i], pred_cols[members[0]])]
+            self.candidates.append(fits)
+        self.order = sorted(range(width), key=lambda i: (len(self.candidates[i]), i))
+        self.budget = max(_SEARCH_WORK // max(len(comparer.ngold), 1), 1000)
+        self.gave_up = False
+
+    def _signature_fits(self, gold_sig: Counter, pred_sig: Counter, gold_col: tuple, pred_col: tuple) -> bool:
+        if self.contain:
+            if any(pred_sig[v] < n for v, n in gold_sig.items()):
+                return False
+        elif gold_sig != pred_sig:
+            return False
+        if self.c.tolerant and not self.contain:
+            gold_numbers = sorted(v for v in gold_col if _is_number(v))
+            pred_numbers = sorted(v for v in pred_col if _is_number(v))
+            return all(self.c._values_equal(a, b) for a, b in zip(gold_numbers, pred_numbers))
+        return True
+
+    def find(self) -> tuple[int, ...] | None:
+        if any(not cands for cands in self.candidates):
+            return None
+        n_gold, n_pred = len(self.c.ngold), len(self.c.npred)
+        used = [0] * len(self.classes)
+        assignment = [-1] * self.width
+        result = self._extend(0, [0] * n_gold, [0] * n_pred, used, assignment)
+        return tuple(result) if result is not None else None
+
+    def _extend(self, depth: int, gold_ids: list[int], pred_ids: list[int], used: list[int],
+                assignment: list[int]) -> list[int] | None:
+        if depth == self.width:
+            return list(assignment) if self._leaf_ok(gold_ids, pred_ids, assignment) else None
+        i = self.order[depth]
+        for k in self.candidates[i]:
+            members = self.classes[k]
+            if used[k] >= len(members):
+                continue
+            self.budget -= 1
+            if self.budget < 0:
+                self.gave_up = True
+                return None
+            refined = self._refine(gold_ids, pred_ids, self.gold_exact[i], self.pred_exact[members[used[k]]])
+            if refined is None:
+                continue
+            assignment[i] = members[used[k]]
+            used[k] += 1
+            found = self._extend(depth + 1, refined[0], refined[1], used, assignment)
+            used[k] -= 1
+            assignment[i] = -1
+            if found is not None or self.gave_up:
+                return found
+        return None
+
+    def _refine(self, gold_ids: list[int], pred_ids: list[int], gold_col: tuple, pred_col: tuple
+                ) -> tuple[list[int], list[int]] | None:
+        """Extend each row's class id by one more column; None if the row multisets now differ."""
+        table: dict[tuple, int] = {}
+        new_gold = [table.setdefault(key, len(table)) for key in zip(gold_ids, gold_col)]
+        new_pred = []
+        for key in zip(pred_ids, pred_col):
+            cls = table.get(key)
+            if cls is None:
+                if not self.contain:
+                    return None
+                cls = table.setdefault(key, len(table))
+            new_pred.append(cls)
+        gold_counts, pred_counts = Counter(new_gold), Counter(new_pred)
+        if self.contain:
+            if any(pred_counts[cls] < n for cls, n in gold_counts.items()):
+                return None
+        elif gold_counts != pred_counts:
+            return None
+        return new_gold, new_pred
+
+    def _leaf_ok(self, gold_ids: list[int], pred_ids: list[int], assignment: list[int]) -> bool:
+        if not self.c.tolerant:
+            return True  # the last refinement compared the multisets of whole rows
+        numeric = [i for i in range(self.width) if any(_is_number(row[i]) for row in self.c.ngold)]
+        groups: dict[int, tuple[list[tuple], list[tuple]]] = {}
+        for cls, row in zip(gold_ids, self.c.ngold):
+            groups.setdefault(cls, ([], []))[0].append(tuple(row[i] for i in numeric))
+        for cls, row in zip(pred_ids, self.c.npred):
+            if cls in groups:
+                groups[cls][1].append(tuple(row[assignment[i]] for i in numeric))
+        return all(self._rows_match(g, p) for g, p in groups.values())
+
+    def _rows_match(self, gold: list[tuple], pred: list[tuple]) -> bool:
+        """Every gold row matched to its own predicted row within tolerance (same counts unless subset)."""
+        close = self.c._rows_equal
+        if not self.contain:
+            gold_sorted, pred_sorted = sorted(gold, key=_sort_key), sorted(pred, key=_sort_key)
+            if all(close(g, p) for g, p in zip(gold_sorted, pred_sorted)):
+                return True
+        if len(gold) > _MATCHING_CAP or len(pred) > _MATCHING_CAP:
+            return False
+        adjacency = [[j for j, p in enumerate(pred) if close(g, p)] for g in gold]
+        return _bipartite_matching(adjacency, len(pred)) is not None
+
+
+# ----------------------------------------------------------------------------- columns mode
+
+def _compare_columns_mode(gold: list[tuple], pred: list[tuple], gold_width: int | None,
+                          order_matters: bool, opts: CompareOptions) -> Comparison:
+    if len(gold) != len(pred):
+        return _mismatch(Reason.ROW_COUNT, f"expected {len(gold)} rows, got {len(pred)}")
+    if not gold:
+        return Comparison(match=True)
+    width = len(gold[0])
+    selected = opts.condition_cols if opts.condition_cols is not None else tuple(range(width))
+    outside = [c for c in selected if c >= width]
+    if outside:
+        return _mismatch(Reason.COLUMN_COUNT, f"condition_cols {outside} name columns the gold result does not have ({width})")
+    norm = _normaliser(opts)
+    gold_cols = _columns([tuple(norm(v) for v in r) for r in gold], width)
+    pred_cols = _columns([tuple(norm(v) for v in r) for r in pred], len(pred[0]))
+    equality = _Equality.of(opts)
+
+    def same(a: tuple, b: tuple, positional: bool) -> bool:
+        if not positional:
+            a, b = tuple(sorted(a, key=_value_sort_key)), tuple(sorted(b, key=_value_sort_key))
+        return equality.rows_equal(a, b)
+
+    positional = order_matters and not opts.ignore_order
+    pairing = [-1] * width
+    unmatched, only_order = [], True
+    for i in selected:
+        j = next((j for j, p in enumerate(pred_cols) if same(gold_cols[i], p, positional)), None)
+        if j is None:
+            unmatched.append(i)
+            if not positional or not any(same(gold_cols[i], p, False) for p in pred_cols):
+                only_order = False
+        else:
+            pairing[i] = j
+    if not unmatched:
+        return Comparison(match=True, pairing=tuple(pairing))
+    reason = Reason.ORDER if positional and only_order else Reason.VALUES
+    return _mismatch(reason, f"gold column(s) {unmatched} match no predicted column", pairing=tuple(pairing))
+
+
+# ----------------------------------------------------------------------------- helpers
+
+@dataclass(frozen=True)
+class _Equality:
+    """Equality of normalised values: exact, or numbers within `abs_tol` / `rel_tol` (`math.isclose`)."""
+
+    abs_tol: float = 0.0
+    rel_tol: float = 0.0
+
+    @classmethod
+    def of(cls, opts: CompareOptions) -> "_Equality":
+        if opts.mode is Mode.SPIDER:
+            return cls()
+        return cls(opts.abs_tol, opts.rel_tol)
+
+    @property
+    def tolerant(self) -> bool:
+        return self.abs_tol > 0 or self.rel_tol > 0
+
+    def values_equal(self, a: Any, b: Any) -> bool:
+        if self.tolerant and _is_number(a) and _is_number(b):
+            return math.isclose(a, b, rel_tol=self.rel_tol, abs_tol=self.abs_tol)
+        return a == b
+
+    def rows_equal(self, a: tuple, b: tuple) -> bool:
+        if not self.tolerant:
+            return a == b
+        return len(a) == len(b) and all(self.values_equal(x, y) for x, y in zip(a, b))
+
+
+def _columns(rows: list[tuple], width: int) -> list[tuple]:
+    return [tuple(row[i] for row in rows) for i in range(width)]
+
+
+def _distinct(rows: list[tuple], normalised: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+    seen: set[tuple] = set()
+    kept, kept_normalised = [], []
+    for row, key in zip(rows, normalised):
+        if key not in seen:
+            seen.add(key)
+            kept.append(row)
+            kept_normalised.append(key)
+    return kept, kept_normalised
+
+
+def _multiset_difference(gold_keys: list[tuple], gold_rows: list[tuple], pred_keys: list[tuple],
+                         pred_rows: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+    """Rows of each side not matched by an equal row of the other (as multisets), original values."""
+    pred_left = Counter(pred_keys)
+    missing = []
+    for key, row in zip(gold_keys, gold_rows):
+        if pred_left[key] > 0:
+            pred_left[key] -= 1
+        else:
+            missing.append(row)
+    gold_left = Counter(gold_keys)
+    extra = []
+    for key, row in zip(pred_keys, pred_rows):
+        if gold_left[key] > 0:
+            gold_left[key] -= 1
+        else:
+            extra.append(row)
+    return missing, extra
+
+
+def _value_sort_key(value: Any) -> tuple:
+    """A total order over normalised values of mixed types (NULLs first, numbers, then the rest)."""
+    if value is None:
+        return (0, 0)
+    if value is NAN:
+        return (1, 0)
+    if _is_number(value):
+        return (2, value)
+    if isinstance(value, str):
+        return (3, value)
+    if isinstance(value, bytes):
+        return (4, value)
+    return (5, repr(value))
+
+
+def _sort_key(row: tuple) -> tuple:
+    return tuple(_value_sort_key(v) for v in row)
+
+
+def _bipartite_matching(adjacency: list[list[int]], right_size: int) -> list[int] | None:
+    """A perfect matching of the left side (Kuhn's augmenting paths); `result[i]` = right partner."""
+    partner_of_right = [-1] * right_size
+
+    def augment(left: int, seen: list[bool]) -> bool:
+        for right in adjacency[left]:
+            if not seen[right]:
+                seen[right] = True
+                if partner_of_right[right] == -1 or augment(partner_of_right[right], seen):
+                    partner_of_right[right] = left
+                    return True
+        return False
+
+    for left in range(len(adjacency)):
+        if not augment(left, [False] * right_size):
+            return None
+    result = [-1] * len(adjacency)
+    for right, left in enumerate(partner_of_right):
+        if left != -1:
+            result[left] = right
+    return result

@@ -1,0 +1,113 @@
+"""The controller-only plugin object: collects every case's result from test reports and finishes
+the session (baseline, reports, thresholds, recorded predictions).
+
+Registered only where `config` has no `workerinput` (the xdist controller, or a run without xdist),
+like pytest's junitxml: the reports are the truth, worker memory is never read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import render
+from .baseline import BaselineError, compare_with_baseline, load_baseline, write_baseline
+from .predictions import record_lines
+from .settings import Settings
+from .summary import build_report, ordered, summarize
+from .thresholds import check_thresholds
+from .verdict import PROPERTY, CaseResult
+
+class Controller:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.results: dict[str, CaseResult] = {}  # the last result per nodeid, so reruns are safe
+        self.summary: dict[str, Any] | None = None
+        self.messages: list[str] = []  # files written, baseline notes
+        self.failures: list[str] = []  # threshold and baseline problems that fail the session
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == PROPERTY:
+                self.results[report.nodeid] = CaseResult.loads(value)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.results:
+            return
+        results = ordered(self.results.values())
+        summary = summarize(results)
+        settings = self.settings
+        if settings.baseline is not None and not settings.update_baseline:
+            try:
+                comparison = compare_with_baseline(load_baseline(settings.baseline), [r.to_json() for r in results])
+                summary["baseline"] = comparison.to_json()
+                self.messages += comparison.render_lines()
+            except BaselineError as e:
+                self.failures.append(str(e))
+        self.summary = summary
+        report = build_report(results, summary)
+        if settings.update_baseline and settings.baseline is not None:
+            write_baseline(settings.baseline, report["items"])
+            self.messages.append(f"baseline written: {settings.baseline} ({len(results)} cases)")
+        if settings.record is not None:
+            records = [_record(r) for r in results if r.extra.get("prediction_source") == "hook"]
+            _write(settings.record, record_lines(records))
+            self.messages.append(f"predictions recorded: {settings.record} ({len(records)} cases)")
+        for target in settings.reports:
+            for written in write_report(target.format, report, target.path):
+                self.messages.append(f"{target.format} report: {written}")
+        self.failures += check_thresholds(settings.fail_under, summary)
+        if self.failures and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        if self.summary is None:
+            return
+        terminalreporter.section("nl2sql")
+        for line in render.summary_lines(self.summary, config.get_verbosity()):
+            terminalreporter.line(line)
+        for line in self.messages:
+            terminalreporter.line(line)
+        for line in self.failures:
+            terminalreporter.line(line, red=True, bold=True)
+
+
+def _record(result: CaseResult) -> dict[str, Any]:
+    key = "selection" if result.kind.value == "term_selection" else "predicted"
+    return {"id": result.id, "file": result.file, key: result.predicted, "key": result.extra.get("key")}
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def write_report(fmt: str, report: dict[str, Any], path: Path) -> list[Path]:
+    """Write one report; returns the files written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "json":
+        from .reports.json import write_json
+
+        write_json(report, path)
+        return [path]
+    if fmt == "xlsx":
+        from .reports.xlsx import write_xlsx
+
+        write_xlsx(report, path)
+        return [path]
+    if fmt == "csv":
+        from .reports.csv import write_csv
+
+        return list(write_csv(report, path))
+    if fmt == "md":
+        from .reports.md import write_markdown
+
+        write_markdown(report, path)
+        return [path]
+    raise ValueError(f"unknown report format {fmt!r}")
+
+
+CONTROLLER_KEY = pytest.StashKey[Controller]()

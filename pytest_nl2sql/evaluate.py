@@ -1,0 +1,160 @@
+"""Judging one SQL case: run the gold, run the prediction, compare. Plain code, no pytest.
+
+The plugin's items and the Python API (`eval_exec_match`, `evaluate_predictions`) both go through
+`run_gold` and `judge`, so a case gets the same verdict whichever way it is evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlglot
+from sqlglot.errors import SqlglotError
+
+from . import compat
+from .compare import CompareOptions, Comparison, compare_results
+from .engines.base import Engine, EngineError, Limits, QueryError, QueryResult, QueryTimeout, TooManyRows
+from .fingerprint import result_fingerprint
+from .sqlorder import has_top_level_order_by
+from .verdict import Verdict
+
+
+class GoldError(Exception):
+    """The case itself is broken: its gold fails, times out, or its database is missing."""
+
+
+@dataclass(frozen=True)
+class GoldOutcome:
+    """The executed gold: one result per gold query (any may match)."""
+
+    results: tuple[QueryResult, ...]
+    queries: tuple[str, ...]  # as executed (compat mode rewrites them)
+    order_matters: bool
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: Verdict
+    reason: str | None = None  # for mismatches: row count / column count / values / order; else the error
+    comparison: Comparison | None = None  # against the gold that came closest
+    gold_index: int = 0  # which gold the comparison is against
+    result: QueryResult | None = None  # the prediction's result
+    fingerprint: str | None = None
+    executed: str | None = None  # the predicted SQL as executed (after compat rewriting / transpiling)
+
+
+def to_engine_sql(sql: str, dialect: str | None, engine: Engine) -> str:
+    """Transpile SQL written in `dialect` to the engine's dialect (identity when they agree)."""
+    if not dialect or dialect == engine.dialect:
+        return sql
+    try:
+        return ";\n".join(sqlglot.transpile(sql, read=dialect, write=engine.dialect))
+    except SqlglotError as e:
+        raise QueryError(f"cannot translate the query from {dialect} to {engine.dialect}: {e}") from e
+
+
+def order_matters_for(case_order: str, gold: Sequence[str], dialect: str | None) -> bool:
+    """`order: auto` is ordered iff the (first) gold query has a top-level ORDER BY."""
+    if case_order == "ordered":
+        return True
+    if case_order == "unordered" or not gold:
+        return False
+    return has_top_level_order_by(gold[0], dialect)
+
+
+def run_gold(
+    gold: Sequence[str],
+    engine: Engine,
+    limits: Limits,
+    *,
+    dialect: str | None = None,
+    order: str = "auto",
+    spider_compat: bool = False,
+    gold_result_files: Sequence[Path] = (),
+) -> GoldOutcome:
+    """Execute the gold queries (or read the gold CSVs); raise GoldError if any fails."""
+    if gold_result_files:
+        results = tuple(read_gold_csv(p) for p in gold_result_files)
+        return GoldOutcome(results, (), order == "ordered")
+    if spider_compat:
+        queries = tuple(compat.spider_prepare("", g)[1] for g in gold)
+        order_matters = compat.spider_prepare("", gold[0])[2]
+    else:
+        queries = tuple(gold)
+        order_matters = order_matters_for(order, gold, dialect)
+    results = []
+    for number, sql in enumerate(queries, start=1):
+        label = f"gold query {number} of {len(queries)}" if len(queries) > 1 else "gold query"
+        try:
+            results.append(engine.execute(to_engine_sql(sql, dialect, engine), limits))
+        except QueryTimeout as e:
+            raise GoldError(f"{label} timed out: {e}") from e
+        except TooManyRows as e:
+            raise GoldError(f"{label} is over the row cap (--nl2sql-max-rows): {e}") from e
+        except EngineError as e:
+            raise GoldError(f"{label} failed: {e}") from e
+    return GoldOutcome(tuple(results), queries, order_matters)
+
+
+def read_gold_csv(path: Path) -> QueryResult:
+    """A gold result stored as CSV: header row = columns; an empty cell is NULL."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError) as e:
+        raise GoldError(f"cannot read gold_result {path}: {e}") from e
+    rows = [tuple(None if pd.isna(v) else v for v in row) for row in frame.itertuples(index=False, name=None)]
+    return QueryResult(tuple(str(c) for c in frame.columns), rows)
+
+
+def judge(
+    predicted: str,
+    gold: GoldOutcome,
+    engine: Engine,
+    limits: Limits,
+    *,
+    dialect: str | None = None,
+    compare: Mapping[str, Any] | None = None,
+    spider_compat: bool = False,
+) -> Judgement:
+    """Execute the prediction and compare it with every gold result; the best comparison wins."""
+    if predicted is None or not str(predicted).strip():
+        return Judgement(Verdict.NO_PREDICTION, "no prediction for this case")
+    options = CompareOptions.from_mapping({**(compare or {}), **({"mode": "spider"} if spider_compat else {})})
+    if options.mode == "spider":
+        sql = compat.spider_prepare(str(predicted), gold.queries[0] if gold.queries else "")[0]
+    else:
+        sql = str(predicted)
+    try:
+        sql = to_engine_sql(sql, dialect, engine)
+        result = engine.execute(sql, limits)
+    except QueryTimeout as e:
+        return Judgement(Verdict.PRED_TIMEOUT, str(e), executed=sql)
+    except TooManyRows as e:
+        return Judgement(Verdict.TOO_MANY_ROWS, str(e), executed=sql)
+    except EngineError as e:
+        return Judgement(Verdict.PRED_ERROR, str(e), executed=sql)
+    fingerprint = result_fingerprint(result.rows, gold.order_matters)
+    best: tuple[int, Comparison] | None = None
+    for index, gold_result in enumerate(gold.results):
+        comparison = compare_results(
+            gold_result.rows, result.rows, order_matters=gold.order_matters, options=options,
+            gold_columns=len(gold_result.columns), pred_columns=len(result.columns),
+        )
+        if comparison.match:
+            return Judgement(Verdict.PASS, None, comparison, index, result, fingerprint, sql)
+        if best is None or _closeness(comparison) > _closeness(best[1]):
+            best = (index, comparison)
+    assert best is not None
+    index, comparison = best
+    return Judgement(Verdict.MISMATCH, comparison.reason, comparison, index, result, fingerprint, sql)
+
+
+def _closeness(comparison: Comparison) -> tuple[int, int]:
+    """Which failed comparison to show when several golds exist: the one with the smallest diff."""
+    rank = {"order": 3, "values": 2, "row count": 1, "column count": 0}.get(comparison.reason or "", 0)
+    return rank, -(comparison.missing_count + comparison.extra_count)

@@ -1,0 +1,353 @@
+"""pytest collection nodes: a case file is a `pytest.File`, each case a `pytest.Item`.
+
+Each item stores its `CaseResult` as JSON in `user_properties` *before* its outcome is decided, so
+the controller can aggregate from reports alone (pytest-xdist safe, as pytest's junitxml does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from . import render, termselection
+from .cases import Case, InvalidCase, load_case_file
+from .engines.base import EngineError
+from .evaluate import GoldError, GoldOutcome, Judgement, judge, run_gold
+from .runtime import PredictionOutcome, Runtime
+from .verdict import PROPERTY, CaseResult, Kind, Reason, Verdict
+
+RUNTIME_KEY = pytest.StashKey[Runtime]()
+JUNIT_PROPERTIES = ("nl2sql_verdict", "nl2sql_hardness", "nl2sql_baseline")
+
+
+class CaseFailure(Exception):
+    """A case's prediction is wrong; `expected` is set when a baseline already records the failure."""
+
+    def __init__(self, result: CaseResult, text: str, expected: str | None = None) -> None:
+        super().__init__(result.reason or result.verdict.value)
+        self.result, self.text, self.expected = result, text, expected
+
+
+class CaseError(Exception):
+    """A case is broken (verdict gold_error): reported as a pytest ERROR in setup."""
+
+    def __init__(self, result: CaseResult, text: str) -> None:
+        super().__init__(result.reason)
+        self.result, self.text = result, text
+
+
+def runtime(config: pytest.Config) -> Runtime:
+    return config.stash[RUNTIME_KEY]
+
+
+class CaseFile(pytest.File):
+    """A YAML or JSONL file of cases (or a suite naming an external data set)."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        settings = runtime(self.config).settings
+        for entry in load_case_file(self.path, db_dir=settings.db_dir):
+            if isinstance(entry, InvalidCase):
+                yield InvalidCaseItem.from_parent(self, name=entry.id, entry=entry)
+            elif entry.is_term_selection:
+                yield TermSelectionItem.from_parent(self, name=entry.id, case=entry)
+            else:
+                yield SqlCaseItem.from_parent(self, name=entry.id, case=entry)
+
+
+class CaseItemBase(pytest.Item):
+    """What every nl2sql item shares: position, result recording, failure rendering."""
+
+    position: int = 0
+
+    @property
+    def rel_file(self) -> str:
+        return self.nodeid.split("::", 1)[0]
+
+    @property
+    def file_names(self) -> tuple[str, ...]:
+        return (self.rel_file, str(self.path))
+
+    def record(self, result: CaseResult) -> CaseResult:
+        """Store the result for the controller (replacing one stored in an earlier phase)."""
+        ours = (PROPERTY, *JUNIT_PROPERTIES)
+        self.user_properties[:] = [p for p in self.user_properties if p[0] not in ours]
+        self.user_properties.append((PROPERTY, result.dumps()))
+        # readable properties for --junitxml (it writes every user property of a test)
+        for name, value in zip(JUNIT_PROPERTIES, (result.verdict.value, result.hardness, result.baseline)):
+            if value is not None:
+                self.user_properties.append((name, value))
+        return result
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, (CaseFailure, CaseError)):
+            return excinfo.value.text
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        line = getattr(self, "line", None)
+        return self.path, (line - 1 if line else None), f"nl2sql case {self.name}"
+
+    def base_result(self, case: Case, verdict: Verdict, kind: Kind, **fields: Any) -> CaseResult:
+        return CaseResult(
+            id=case.id, nodeid=self.nodeid, file=self.rel_file, position=self.position, kind=kind,
+            verdict=verdict, question=case.question, database=case.database,
+            gold=case.gold_value if kind is Kind.SQL else None, hardness=getattr(self, "hardness", None),
+            tags=case.tags, **fields,
+        )
+
+    def fail_or_pass(self, result: CaseResult, text: str) -> None:
+        rt = runtime(self.config)
+        status = rt.baseline_status(self.rel_file, result.id, result.passed)
+        if status is not None:
+            result = result.replace(baseline=status.value)
+        self.record(result)
+        if result.passed:
+            return
+        expected = None
+        if rt.settings.update_baseline:
+            expected = "recorded in the new baseline (--nl2sql-update-baseline)"
+        elif result.baseline == "known_failure":
+            expected = f"known failure (baseline): {result.verdict.value}" + (f": {result.reason}" if result.reason else "")
+        raise CaseFailure(result, text, expected)
+
+
+class InvalidCaseItem(CaseItemBase):
+    """A case entry that could not be read: an ERROR naming the file and line."""
+
+    def __init__(self, *, entry: InvalidCase, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.entry = entry
+        self.line = entry.line
+
+    def setup(self) -> None:
+        message = str(self.entry.error)
+        result = self.record(
+            CaseResult(
+                id=self.entry.id, nodeid=self.nodeid, file=self.rel_file, position=self.position, kind=Kind.SQL,
+                verdict=Verdict.GOLD_ERROR, reason=f"invalid case: {message}",
+            )
+        )
+        raise CaseError(result, f"invalid case file entry\n{message}")
+
+    def runtest(self) -> None:  # pragma: no cover - setup always raises
+        raise AssertionError("unreachable")
+
+
+class SqlCaseItem(CaseItemBase):
+    """A question with gold SQL (or a gold CSV), judged by executing the prediction."""
+
+    def __init__(self, *, case: Case, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.line = case.line
+        self.hardness = case.hardness or _computed_hardness(case)
+        self.gold: GoldOutcome | None = None
+        self.extra_keyword_matches.update(k for k in (*case.tags, case.database, self.hardness) if k)
+
+    def setup(self) -> None:
+        rt = runtime(self.config)
+        case = self.case
+        try:
+            engine = rt.engine_for(case)
+            self.gold = run_gold(
+                case.gold, engine, rt.settings.limits, dialect=case_dialect(case), order=case.order,
+                spider_compat=rt.settings.spider_compat, gold_result_files=case.gold_result,
+            )
+        except (GoldError, EngineError) as e:
+            result = self.base_result(case, Verdict.GOLD_ERROR, Kind.SQL, reason=str(e), predicted=_plain(case.predicted))
+            status = rt.baseline_status(self.rel_file, case.id, False)
+            self.record(result.replace(baseline=status.value) if status else result)
+            raise CaseError(result, render.gold_error_text(case, str(e))) from None
+
+    def runtest(self) -> None:
+        rt = runtime(self.config)
+        case = self.case
+        engine = rt.engine_for(case)
+        view = case.replace(schema=rt.schema_ddl(engine), engine=engine, dialect=case_dialect(case))
+        prediction = rt.predict(view, self.file_names)
+        judgement = self._judge(rt, prediction, engine)
+        predicted_sql = prediction.value if isinstance(prediction.value, str) else _plain(prediction.value)
+        exact = _exact_match(rt, case, predicted_sql) if judgement.verdict is not Verdict.PREDICTOR_ERROR else None
+        result = self.base_result(
+            case, judgement.verdict, Kind.SQL, predicted=predicted_sql, reason=judgement.reason,
+            exact_match=exact.match if exact else None, partial=exact.partial if exact else None,
+            fingerprint=judgement.fingerprint, latency=prediction.latency,
+            diff=render.diff_json(judgement, self.gold), extra=_prediction_extra(prediction),
+        )
+        self.fail_or_pass(result, render.failure_text(case, result, judgement, self.gold, self.config.get_verbosity()))
+
+    def _judge(self, rt: Runtime, prediction: PredictionOutcome, engine: Any) -> Judgement:
+        if prediction.error is not None:
+            return Judgement(Verdict.PREDICTOR_ERROR, prediction.error.strip().splitlines()[-1] + "\n" + prediction.error)
+        if prediction.stale:
+            return Judgement(Verdict.NO_PREDICTION, "the recorded prediction is stale: the question or schema changed since it was recorded")
+        if prediction.value is not None and not isinstance(prediction.value, str):
+            return Judgement(Verdict.PREDICTOR_ERROR, f"the prediction must be SQL text, not {type(prediction.value).__name__}")
+        assert self.gold is not None
+        return judge(
+            prediction.value, self.gold, engine, rt.settings.limits, dialect=case_dialect(self.case),
+            compare=self.case.compare, spider_compat=rt.settings.spider_compat,
+        )
+
+
+class TermSelectionItem(CaseItemBase):
+    """A conversation whose user turns carry target term selections, scored by precision/recall."""
+
+    def __init__(self, *, case: Case, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.line = case.line
+        self.hardness = case.hardness
+        self.extra_keyword_matches.update(k for k in (*case.tags, case.database, case.hardness) if k)
+
+    def runtest(self) -> None:
+        rt = runtime(self.config)
+        case = self.case
+        conversation = list(case.conversation or ())
+        turns = termselection.targeted_turns(conversation)
+        targets = [conversation[i]["target"]["indicator_selection"] for i in turns]
+        predictions, outcome = self._predict(rt, conversation, turns)
+        if outcome.error is not None or predictions is None:
+            verdict = Verdict.PREDICTOR_ERROR if outcome.error is not None else Verdict.NO_PREDICTION
+            reason = outcome.error or ("no prediction for this case" if not outcome.stale else "the recorded prediction is stale")
+            result = self.base_result(case, verdict, Kind.TERM_SELECTION, reason=reason, latency=outcome.latency,
+                                      predicted=_plain(outcome.value), extra=_prediction_extra(outcome))
+            self.fail_or_pass(result, render.term_selection_error_text(case, result))
+            return
+        score = termselection.score_term_selection(targets, predictions)
+        min_p = float(case.compare.get("min_precision", 1.0))
+        min_r = float(case.compare.get("min_recall", 1.0))
+        passed = termselection.passes(score, min_precision=min_p, min_recall=min_r)
+        data = score.to_json()
+        reason = None if passed else (
+            f"{Reason.SCORES.value}: macro precision {data['macro_precision']:.2f} (needs {min_p:.2f}), "
+            f"macro recall {data['macro_recall']:.2f} (needs {min_r:.2f})"
+        )
+        result = self.base_result(
+            case, Verdict.PASS if passed else Verdict.MISMATCH, Kind.TERM_SELECTION, reason=reason,
+            predicted=predictions[0] if len(predictions) == 1 else predictions, term_selection=data,
+            latency=outcome.latency, extra=_prediction_extra(outcome),
+        )
+        self.fail_or_pass(result, render.term_selection_failure_text(case, result))
+
+    def _predict(self, rt: Runtime, conversation: list[Any], turns: list[int]) -> tuple[list[Any] | None, PredictionOutcome]:
+        """One selection per targeted turn: the hook is asked once per turn, with the history so far."""
+        case = self.case
+        selections: list[Any] = []
+        total = 0.0
+        last = PredictionOutcome(None, "none")
+        for index in turns:
+            view = case.replace(conversation=tuple(conversation[: index + 1]), question=conversation[index].get("content"))
+            outcome = rt.predict(view, self.file_names)
+            total += outcome.latency or 0.0
+            if outcome.error is not None or outcome.stale:
+                return None, outcome
+            if outcome.source != "hook":  # a stored prediction answers the whole case at once
+                return _split_turns(outcome.value, len(turns)), outcome
+            selections.append(outcome.value)
+            last = outcome
+        latency = total if last.source == "hook" else None
+        return selections, PredictionOutcome(selections, last.source, latency, key=last.key)
+
+
+def _split_turns(value: Any, turns: int) -> list[Any] | None:
+    """A stored selection: one list of data sets, or (several targeted turns) a list of such lists."""
+    if value is None:
+        return None
+    if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
+        return value if len(value) == turns else None
+    return [value] + [[] for _ in range(turns - 1)] if turns > 1 else [value]
+
+
+def _prediction_extra(prediction: PredictionOutcome) -> dict[str, Any]:
+    extra: dict[str, Any] = {"prediction_source": prediction.source}
+    if prediction.source == "hook" and prediction.key:
+        extra["key"] = prediction.key
+    return extra
+
+
+def _plain(value: Any) -> Any:
+    return value if value is None or isinstance(value, (str, int, float, bool, list, dict)) else repr(value)
+
+
+def case_dialect(case: Case) -> str:
+    """The dialect the case's SQL is written in: its `dialect`, else its own database's."""
+    if case.dialect:
+        return case.dialect
+    target = case.database_target or ""
+    scheme = target.split("://", 1)[0].split("+", 1)[0].lower() if "://" in target else "sqlite"
+    return {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql", "mariadb": "mysql",
+            "duckdb": "duckdb"}.get(scheme, "sqlite")
+
+
+def _computed_hardness(case: Case) -> str | None:
+    if not case.gold:
+        return None
+    from .hardness import hardness
+
+    try:
+        return hardness(case.gold[0])
+    except (ValueError, RecursionError):
+        return None
+
+
+def _exact_match(rt: Runtime, case: Case, predicted: Any) -> Any:
+    """Spider exact-set match, for SQL cases whose schema is known and whose gold the parser reads."""
+    if not case.gold or not isinstance(predicted, str) or case_dialect(case) != "sqlite":
+        return None
+    schema = rt.spider_schema(case)
+    if schema is None:
+        return None
+    from .exact import exact_match
+
+    try:
+        return exact_match(case.gold[0], predicted, schema)
+    except (ValueError, RecursionError):
+        return None
+
+
+def assign_positions(items: list[pytest.Item]) -> None:
+    """Number items in collection order, so reports list them identically under xdist."""
+    for position, item in enumerate(items):
+        if isinstance(item, CaseItemBase):
+            item.position = position
+
+
+def adjust_report(report: pytest.TestReport, call: pytest.CallInfo[None]) -> None:
+    """Explain a broken case in setup without a Python traceback, and turn a failure the baseline
+    already records into an xfail (the diff stays in the longrepr and the reports)."""
+    error = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(error, CaseError):
+        report.longrepr = error.text
+    elif isinstance(error, CaseFailure) and error.expected:
+        report.outcome = "skipped"
+        report.wasxfail = error.expected
+
+
+def aligned_predictions_problem(config: pytest.Config, items: list[pytest.Item]) -> str | None:
+    """A one-query-per-line predictions file aligns with one suite only."""
+    store = runtime(config).predictions
+    if store is None or store.aligned is None:
+        return None
+    files = sorted({item.rel_file for item in items if isinstance(item, CaseItemBase)})
+    if len(files) > 1:
+        return (f"--nl2sql-predictions={store.path} has one query per line, aligned with one suite, "
+                f"but {len(files)} case files were collected ({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}): "
+                "run one suite, or use a JSONL file of {\"id\", \"predicted\"}")
+    return None
+
+
+def explain_result_comparison(op: str, left: Any, right: Any) -> list[str] | None:
+    """`assert pred == gold` on two query results shows the same diff as a failing case."""
+    from .compare import compare_results
+    from .engines.base import QueryResult
+
+    if op != "==" or not (isinstance(left, QueryResult) and isinstance(right, QueryResult)):
+        return None
+    comparison = compare_results(right.rows, left.rows, gold_columns=len(right.columns), pred_columns=len(left.columns))
+    judgement = Judgement(Verdict.PASS if comparison.match else Verdict.MISMATCH, comparison.reason, comparison, 0, left)
+    gold = GoldOutcome((right,), (), False)
+    text = render.result_diff_lines(judgement, gold)
+    return [f"query results differ ({comparison.reason}): left is the prediction, right the gold", *text]

@@ -1,0 +1,1 @@
+"""Report writers: each turns the JSON report dict (`{"summary", "items"}`) into one format."""

@@ -1,0 +1,490 @@
+"""The Excel report (`--nl2sql-report=xlsx[:PATH]`), written from the JSON report dict.
+
+Sheets: **Overview** (a row per case, including the term-selection columns of spec `002`),
+**Statistics** (execution accuracy overall and per hardness, tag and database, exact match,
+Spider partial scores, "Data Query Metrics", and a bar chart of accuracy per hardness),
+**Failures** (every case that did not pass, with its row diff), and, with a baseline,
+**Regressions and fixes**. Everything shown comes from the report dict, so the workbook always
+agrees with the JSON report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openpyxl import Workbook
+from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+from openpyxl.chart import BarChart, Reference
+from openpyxl.chart.label import DataLabelList
+from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
+from openpyxl.utils import get_column_letter
+from openpyxl.worksheet.worksheet import Worksheet
+
+from pytest_nl2sql.termselection import details_text
+
+OVERVIEW = "Overview"
+STATISTICS = "Statistics"
+FAILURES = "Failures"
+CHANGES = "Regressions and fixes"
+
+HARDNESS_ORDER = ("easy", "medium", "hard", "extra")
+MAX_CELL_CHARS = 32_767  # Excel's limit per cell
+MAX_DIFF_ROWS = 20  # rows of a diff shown per cell; the counts give the rest
+MAX_ROW_LINES = 20  # tallest row, in lines of text, so one huge cell cannot hide the sheet
+LINE_HEIGHT = 15.0  # points per line of 11pt text
+PAGE_CHARS = 170  # characters of column width printed on one landscape page, at a legible scale
+
+_HEADER_FILL = PatternFill("solid", fgColor="305496")
+_FONT = "Calibri"  # named, so LibreOffice does not fall back to a serif face
+_HEADER_FONT = Font(name=_FONT, bold=True, color="FFFFFF")
+_TITLE_FONT = Font(name=_FONT, bold=True, size=13)
+_BOLD = Font(name=_FONT, bold=True)
+_THIN = Border(bottom=Side(style="thin", color="BFBFBF"))
+_GOOD = (PatternFill("solid", fgColor="C6EFCE"), Font(name=_FONT, color="006100"))
+_BAD = (PatternFill("solid", fgColor="FFC7CE"), Font(name=_FONT, color="9C0006"))
+_WARN = (PatternFill("solid", fgColor="FFEB9C"), Font(name=_FONT, color="9C5700"))
+_TOP_LEFT = Alignment(vertical="top", wrap_text=False)
+_TOP_WRAP = Alignment(vertical="top", wrap_text=True)
+
+PERCENT = "0.0%"
+SCORE = "0.00"
+SECONDS = "0.000"
+
+
+# --------------------------------------------------------------------------- cell helpers
+
+
+def _text(value: Any) -> str:
+    """Any report value as cell text: lists joined by lines, mappings as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _clean(value: Any) -> Any:
+    """A value openpyxl can store: no control characters, within Excel's cell size."""
+    if value is None or isinstance(value, bool) or isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            return str(value)
+        return value
+    text = ILLEGAL_CHARACTERS_RE.sub("", _text(value))
+    if len(text) > MAX_CELL_CHARS:
+        marker = "\n… (truncated)"
+        text = text[: MAX_CELL_CHARS - len(marker)] + marker
+    return text
+
+
+def _put(ws: Worksheet, row: int, col: int, value: Any, number_format: str | None = None) -> Any:
+    cell = ws.cell(row=row, column=col, value=_clean(value))
+    if isinstance(cell.value, str) and cell.value.startswith("="):
+        cell.data_type = "s"  # SQL or data, never a formula
+    if number_format and isinstance(cell.value, (int, float)):
+        cell.number_format = number_format
+    return cell
+
+
+def _colour(cell: Any, style: tuple[PatternFill, Font] | None) -> None:
+    if style:
+        cell.fill, cell.font = style
+
+
+def _verdict_style(verdict: str | None, passed: bool | None) -> tuple[PatternFill, Font] | None:
+    if verdict == "gold_error":
+        return _WARN
+    if passed is True or verdict == "pass":
+        return _GOOD
+    if verdict:
+        return _BAD
+    return None
+
+
+_BASELINE_STYLES = {"regression": _BAD, "fixed": _GOOD, "known_failure": _WARN}
+
+
+def _lines(text: str, width: float) -> int:
+    chars = max(int(width * 1.1), 1)
+    return sum(max(1, math.ceil(len(line) / chars)) for line in text.split("\n"))
+
+
+def _fit_to_width(ws: Worksheet, pages: int = 1) -> None:
+    """Print (and PDF export) landscape, the columns spread over `pages` page widths."""
+    ws.page_setup.orientation = "landscape"
+    ws.page_setup.fitToWidth = pages
+    ws.page_setup.fitToHeight = 0
+    ws.sheet_properties.pageSetUpPr.fitToPage = True
+
+
+# --------------------------------------------------------------------------- tables
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a tabular sheet: header, width in characters, how to get its value."""
+
+    header: str
+    width: float
+    value: Callable[[Mapping[str, Any]], Any]
+    wrap: bool = False
+    number_format: str | None = None
+    style: Callable[[Mapping[str, Any]], tuple[PatternFill, Font] | None] | None = None
+
+
+def _write_table(ws: Worksheet, columns: Sequence[Column], rows: Iterable[Mapping[str, Any]]) -> None:
+    """Header row, data rows, frozen header and first column, filters, widths, row heights."""
+    for c, column in enumerate(columns, start=1):
+        cell = ws.cell(row=1, column=c, value=column.header)
+        cell.fill, cell.font = _HEADER_FILL, _HEADER_FONT
+        cell.alignment = Alignment(vertical="center", wrap_text=True)
+        ws.column_dimensions[get_column_letter(c)].width = column.width
+    ws.row_dimensions[1].height = 2 * LINE_HEIGHT
+    r = 1
+    for r, row in enumerate(rows, start=2):
+        tallest = 1
+        for c, column in enumerate(columns, start=1):
+            cell = _put(ws, r, c, column.value(row), column.number_format)
+            cell.alignment = _TOP_WRAP if column.wrap else _TOP_LEFT
+            if column.style:
+                _colour(cell, column.style(row))
+            if column.wrap and isinstance(cell.value, str):
+                tallest = max(tallest, _lines(cell.value, column.width))
+        if tallest > 1:
+            ws.row_dimensions[r].height = min(tallest, MAX_ROW_LINES) * LINE_HEIGHT
+    ws.freeze_panes = "B2"
+    ws.auto_filter.ref = f"A1:{get_column_letter(len(columns))}{max(r, 1)}"
+    # wide tables print over several page widths, each repeating the header row and the id
+    ws.print_title_rows, ws.print_title_cols = "1:1", "A:A"
+    _fit_to_width(ws, pages=max(1, math.ceil(sum(c.width for c in columns) / PAGE_CHARS)))
+
+
+def _question(item: Mapping[str, Any]) -> Any:
+    extra = item.get("extra") or {}
+    return item.get("question") or item.get("name") or extra.get("name")
+
+
+def _selection_text(selection: Any) -> str:
+    """A term selection in one short line per data set and dimension: `WEO / INDICATOR: GDP, LP`;
+    with several targeted turns (a list of selections), one block per turn."""
+    if isinstance(selection, list) and selection and all(isinstance(s, list) for s in selection):
+        return "\n".join(f"turn {n}:\n{_selection_text(s)}" for n, s in enumerate(selection, start=1))
+    lines = []
+    for dataset in selection if isinstance(selection, list) else []:
+        if not isinstance(dataset, Mapping):
+            return _text(selection)
+        for dim in dataset.get("dimensions") or []:
+            ids = ", ".join(str(v.get("id")) for v in dim.get("values") or [] if isinstance(v, Mapping))
+            lines.append(f"{dataset.get('dataset_id')} / {dim.get('dimension_name')}: {ids}")
+    return "\n".join(lines)
+
+
+def _predicted(item: Mapping[str, Any]) -> Any:
+    predicted = item.get("predicted")
+    if isinstance(predicted, list) and predicted and isinstance(predicted[0], (Mapping, list)):
+        return _selection_text(predicted)  # a term selection, not SQL
+    return predicted
+
+
+def _macro(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    return lambda item: (item.get("term_selection") or {}).get(key)
+
+
+def _exact(item: Mapping[str, Any]) -> str | None:
+    em = item.get("exact_match")
+    return None if em is None else ("yes" if em else "no")
+
+
+def _details(item: Mapping[str, Any]) -> str:
+    return details_text(item.get("term_selection"))
+
+
+def _verdict_cell_style(item: Mapping[str, Any]) -> tuple[PatternFill, Font] | None:
+    return _verdict_style(item.get("verdict"), item.get("passed"))
+
+
+OVERVIEW_COLUMNS = (
+    Column("id", 24, lambda i: i.get("id")),
+    Column("question", 42, _question, wrap=True),
+    Column("database", 18, lambda i: i.get("database"), wrap=True),
+    Column("hardness", 10, lambda i: i.get("hardness")),
+    Column("tags", 16, lambda i: ", ".join(map(str, i.get("tags") or [])), wrap=True),
+    Column("verdict", 15, lambda i: i.get("verdict"), style=_verdict_cell_style),
+    Column("reason", 30, lambda i: i.get("reason"), wrap=True),
+    Column("gold SQL", 48, lambda i: i.get("gold"), wrap=True),
+    Column("predicted SQL", 48, _predicted, wrap=True),
+    Column("macro recall", 10, _macro("macro_recall"), number_format=SCORE),
+    Column("macro precision", 10, _macro("macro_precision"), number_format=SCORE),
+    Column("indicator selection details", 55, _details, wrap=True),
+    Column("exact match", 9, _exact),
+    Column(
+        "baseline", 14, lambda i: i.get("baseline"),
+        style=lambda i: _BASELINE_STYLES.get(str(i.get("baseline"))),
+    ),
+    Column("latency (s)", 10, lambda i: i.get("latency"), number_format=SECONDS),
+    Column("nodeid", 40, lambda i: i.get("nodeid")),
+)
+
+
+def _value_text(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return repr(value)  # quotes tell the text '1' from the number 1
+    return str(value)
+
+
+def _rows_text(rows: Any, count: Any) -> str:
+    rows = rows if isinstance(rows, list) else []
+    total = count if isinstance(count, int) else len(rows)
+    lines = [
+        "(" + ", ".join(_value_text(v) for v in row) + ")" if isinstance(row, (list, tuple)) else _value_text(row)
+        for row in rows[:MAX_DIFF_ROWS]
+    ]
+    if total > len(lines):
+        lines.append(f"… {total - len(lines)} more")
+    return "\n".join(lines)
+
+
+def _pairing_text(pairing: Any) -> str:
+    """Which predicted column was paired with each gold column, as `gold→predicted` pairs."""
+    if not isinstance(pairing, list) or not pairing:
+        return _text(pairing) if pairing else ""
+    if all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairing):
+        return ", ".join(f"{g}→{p}" for g, p in pairing)
+    if all(isinstance(p, int) or p is None for p in pairing):
+        return ", ".join(f"{g}→{'-' if p is None else p}" for g, p in enumerate(pairing))
+    return _text(pairing)
+
+
+def _diff(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    def get(item: Mapping[str, Any]) -> Any:
+        diff = item.get("diff") or {}
+        if key == "pairing":
+            return _pairing_text(diff.get("pairing"))
+        return _rows_text(diff.get(key), diff.get(f"{key}_count"))
+
+    return get
+
+
+def _diff_count(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    def get(item: Mapping[str, Any]) -> Any:
+        diff = item.get("diff")
+        if not diff:
+            return None
+        count = diff.get(f"{key}_count")
+        return count if isinstance(count, int) else len(diff.get(key) or [])
+
+    return get
+
+
+FAILURE_COLUMNS = (
+    Column("id", 24, lambda i: i.get("id")),
+    Column("database", 18, lambda i: i.get("database"), wrap=True),
+    Column("hardness", 10, lambda i: i.get("hardness")),
+    Column("verdict", 15, lambda i: i.get("verdict"), style=_verdict_cell_style),
+    Column("reason", 30, lambda i: i.get("reason"), wrap=True),
+    Column("gold SQL", 42, lambda i: i.get("gold"), wrap=True),
+    Column("predicted SQL", 42, _predicted, wrap=True),
+    Column("column pairing (gold→predicted)", 16, _diff("pairing"), wrap=True),
+    Column("missing rows", 9, _diff_count("missing")),
+    Column("rows missing (in gold, not predicted)", 40, _diff("missing"), wrap=True),
+    Column("extra rows", 9, _diff_count("extra")),
+    Column("rows extra (predicted, not in gold)", 40, _diff("extra"), wrap=True),
+    Column("indicator selection details", 55, _details, wrap=True),
+)
+
+
+CHANGE_COLUMNS = (
+    Column("id", 24, lambda i: i.get("id")),
+    Column(
+        "change", 12, lambda i: i.get("baseline"),
+        style=lambda i: _BASELINE_STYLES.get(str(i.get("baseline"))),
+    ),
+    Column("verdict", 15, lambda i: i.get("verdict"), style=_verdict_cell_style),
+    Column("reason", 30, lambda i: i.get("reason"), wrap=True),
+    Column("question", 42, _question, wrap=True),
+    Column("database", 18, lambda i: i.get("database"), wrap=True),
+    Column("predicted SQL", 48, _predicted, wrap=True),
+    Column("nodeid", 40, lambda i: i.get("nodeid")),
+)
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+class _Cursor:
+    """Writes the Statistics sheet top to bottom: titles, key/value lines, small tables."""
+
+    def __init__(self, ws: Worksheet) -> None:
+        self.ws = ws
+        self.row = 1
+
+    def title(self, text: str) -> None:
+        if self.row > 1:
+            self.row += 1
+        _put(self.ws, self.row, 1, text).font = _TITLE_FONT
+        self.row += 1
+
+    def pair(self, label: str, value: Any, number_format: str | None = None) -> None:
+        _put(self.ws, self.row, 1, label)
+        _put(self.ws, self.row, 2, value if value is not None else "n/a", number_format)
+        self.row += 1
+
+    def table(
+        self, headers: Sequence[str], rows: Iterable[Sequence[Any]], formats: Sequence[str | None]
+    ) -> tuple[int, int]:
+        """Writes a header and rows; returns the first and last data row (last < first if none)."""
+        for c, header in enumerate(headers, start=1):
+            cell = _put(self.ws, self.row, c, header)
+            cell.font, cell.border = _BOLD, _THIN
+        self.row += 1
+        first = self.row
+        for values in rows:
+            for c, (value, fmt) in enumerate(zip(values, formats), start=1):
+                _put(self.ws, self.row, c, value, fmt)
+            self.row += 1
+        return first, self.row - 1
+
+
+def _hardness_key(label: str) -> tuple[int, str]:
+    return (HARDNESS_ORDER.index(label), "") if label in HARDNESS_ORDER else (len(HARDNESS_ORDER), str(label))
+
+
+def _bucket_rows(buckets: Mapping[str, Mapping[str, Any]] | None, key: Callable[[str], Any] = str) -> list[list[Any]]:
+    return [
+        [label, b.get("total"), b.get("passed"), b.get("accuracy")]
+        for label, b in sorted((buckets or {}).items(), key=lambda kv: key(kv[0]))
+    ]
+
+
+def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
+    out = _Cursor(ws)
+    out.title("Execution accuracy")
+    total, errors = summary.get("total"), summary.get("errors") or 0
+    out.pair("cases", total)
+    out.pair("passed", summary.get("passed"))
+    out.pair("errors (gold_error, outside the accuracy)", errors)
+    out.pair("judged cases", total - errors if isinstance(total, int) else None)
+    out.pair("execution accuracy", summary.get("accuracy"), PERCENT)
+    out.pair("exact match", summary.get("exact_match"), PERCENT)
+    bucket_headers = ("total", "passed", "accuracy")
+    formats = (None, None, None, PERCENT)
+
+    hardness_rows = _bucket_rows(summary.get("by_hardness"), _hardness_key)
+    out.title("Accuracy by hardness")
+    first, last = out.table(("hardness", *bucket_headers), hardness_rows, formats)
+    if hardness_rows:
+        _hardness_chart(ws, first, last)
+
+    for key, label in (("by_tag", "tag"), ("by_database", "database")):
+        out.title(f"Accuracy by {label}")
+        out.table((label, *bucket_headers), _bucket_rows(summary.get(key)), formats)
+
+    partial = summary.get("partial")
+    if partial:
+        out.title("Spider partial matching (per component)")
+        out.table(
+            ("component", "accuracy", "recall", "F1"),
+            ([name, s.get("acc"), s.get("rec"), s.get("f1")] for name, s in partial.items()),
+            (None, SCORE, SCORE, SCORE),
+        )
+
+    ts = summary.get("term_selection")
+    out.title("Data Query Metrics")
+    if ts:
+        out.pair("macro precision", ts.get("macro_precision"), SCORE)
+        out.pair("macro recall", ts.get("macro_recall"), SCORE)
+        out.pair("term-selection cases", ts.get("total"))
+        out.pair("passed", ts.get("passed"))
+        out.row += 1
+        out.table(
+            ("dimension", "precision", "recall", "cases"),
+            (
+                [name, d.get("precision"), d.get("recall"), d.get("cases")]
+                for name, d in (ts.get("by_dimension") or {}).items()
+            ),
+            (None, SCORE, SCORE, None),
+        )
+    else:
+        out.pair("term-selection cases", 0)
+
+    baseline = summary.get("baseline")
+    if baseline:
+        out.title("Baseline")
+        out.pair("baseline file", baseline.get("path"))
+        out.pair("accuracy before", baseline.get("accuracy_before"), PERCENT)
+        out.pair("accuracy now", baseline.get("accuracy_now"), PERCENT)
+        out.pair("regressions", len(baseline.get("regressions") or []))
+        out.pair("fixed", len(baseline.get("fixed") or []))
+        out.pair("p-value (McNemar)", baseline.get("p_value"), "0.0000")
+
+    ws.column_dimensions["A"].width = 40
+    for letter in "BCD":
+        ws.column_dimensions[letter].width = 13
+    _fit_to_width(ws)
+
+
+def _hardness_chart(ws: Worksheet, first: int, last: int) -> None:
+    chart = BarChart()
+    chart.type = "col"
+    chart.title = "Execution accuracy by hardness"
+    chart.y_axis.title = "accuracy"
+    chart.y_axis.scaling.min = 0
+    chart.y_axis.scaling.max = 1
+    chart.y_axis.numFmt = "0%"
+    chart.x_axis.delete = False  # openpyxl hides axes by default in recent Excel versions
+    chart.y_axis.delete = False
+    chart.legend = None
+    chart.dataLabels = DataLabelList()
+    chart.dataLabels.showVal = True
+    chart.dataLabels.showSerName = chart.dataLabels.showCatName = False
+    chart.dataLabels.showLegendKey = chart.dataLabels.showPercent = False
+    chart.add_data(Reference(ws, min_col=4, min_row=first - 1, max_row=last), titles_from_data=True)
+    chart.set_categories(Reference(ws, min_col=1, min_row=first, max_row=last))
+    chart.height, chart.width = 7.5, 13
+    ws.add_chart(chart, "F2")
+
+
+# --------------------------------------------------------------------------- workbook
+
+
+def _changes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Regressions then fixes: from the items' `baseline` field and the summary's id lists."""
+    items = report.get("items") or []
+    baseline = (report.get("summary") or {}).get("baseline") or {}
+    by_id = {item.get("id"): item for item in items}
+    rows: list[dict[str, Any]] = []
+    for change, listed in (("regression", baseline.get("regressions")), ("fixed", baseline.get("fixed"))):
+        seen = set()
+        for item in items:
+            if item.get("baseline") == change:
+                rows.append(dict(item))
+                seen.add(item.get("id"))
+        for case_id in listed or []:
+            if case_id not in seen:
+                rows.append({**by_id.get(case_id, {"id": case_id}), "baseline": change})
+    return rows
+
+
+def write_xlsx(report: Mapping[str, Any], path: Path) -> None:
+    """Write the Excel report of `report` (the JSON report dict) to `path`."""
+    summary = report.get("summary") or {}
+    items = list(report.get("items") or [])
+    wb = Workbook()
+    overview = wb.active
+    overview.title = OVERVIEW
+    _write_table(overview, OVERVIEW_COLUMNS, items)
+    _write_statistics(wb.create_sheet(STATISTICS), summary)
+    _write_table(wb.create_sheet(FAILURES), FAILURE_COLUMNS, [i for i in items if not i.get("passed")])
+    if summary.get("baseline") or any(i.get("baseline") in ("regression", "fixed") for i in items):
+        _write_table(wb.create_sheet(CHANGES), CHANGE_COLUMNS, _changes(report))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    wb.save(path)

@@ -1,0 +1,126 @@
+"""Per-process state of a run: settings, open databases, predictions, baseline, schema caches.
+
+One `Runtime` lives in `config.stash` of each pytest process (the controller and every xdist
+worker build their own from the same options), so nothing is shared through module globals.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from .baseline import Baseline, BaselineStatus, classify, load_baseline
+from .cases import Case
+from .engines import EngineCache
+from .engines.base import DatabaseMissing, Engine, EngineError
+from .predictions import PredictionStore, load_predictions, prediction_key
+from .settings import Settings
+
+
+@dataclass(frozen=True)
+class PredictionOutcome:
+    """Where a prediction came from, what it is, and how long the predictor took."""
+
+    value: Any
+    source: str  # hook | file | case | none
+    latency: float | None = None
+    error: str | None = None  # a predictor exception, with its traceback
+    stale: bool = False  # a recorded prediction whose question or schema has changed
+    key: str | None = None
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    predict_hook: Callable[..., Any]
+    engines: EngineCache = field(default_factory=EngineCache)
+    _schemas: dict[str, Any] = field(default_factory=dict)
+    _ddl: dict[int, str] = field(default_factory=dict)
+
+    @cached_property
+    def predictions(self) -> PredictionStore | None:
+        return load_predictions(self.settings.predictions) if self.settings.predictions else None
+
+    @cached_property
+    def baseline(self) -> Baseline | None:
+        if self.settings.baseline is None or self.settings.update_baseline:
+            return None
+        return load_baseline(self.settings.baseline)
+
+    def check_files(self) -> None:
+        """Read the predictions and baseline files now; raises OSError / ValueError on a bad one."""
+        _ = self.predictions, self.baseline
+
+    @property
+    def text_errors(self) -> str:
+        return "ignore" if self.settings.spider_compat else "backslashreplace"
+
+    def engine_for(self, case: Case) -> Engine:
+        """The database a SQL case runs on (the --nl2sql-dsn one when given); DatabaseMissing if absent."""
+        target = self.settings.dsn or case.database_target
+        if target is None:
+            raise DatabaseMissing(f"case {case.id} names no database")
+        return self.engines.get(target, None, text_errors=self.text_errors)
+
+    def schema_ddl(self, engine: Engine) -> str:
+        key = id(engine)
+        if key not in self._ddl:
+            try:
+                self._ddl[key] = engine.schema_ddl()
+            except EngineError:
+                self._ddl[key] = ""
+        return self._ddl[key]
+
+    def spider_schema(self, case: Case) -> Any | None:
+        """The Spider-style schema for exact match: tables.json of a source, else the SQLite file."""
+        from .spider_schema import SpiderSchema
+
+        target = case.database_target
+        key = f"{case.tables_json}|{case.database}" if case.tables_json else str(target)
+        if key not in self._schemas:
+            schema = None
+            try:
+                if case.tables_json is not None and case.database:
+                    schema = SpiderSchema.from_tables_json(case.tables_json, case.database)
+                elif target and "://" not in target and Path(target).is_file():
+                    schema = SpiderSchema.from_sqlite(target)
+            except (OSError, ValueError, KeyError):
+                schema = None
+            self._schemas[key] = schema
+        return self._schemas[key]
+
+    def predict(self, case: Case, file_names: tuple[str, ...]) -> PredictionOutcome:
+        """The first prediction that applies: the predictor hook, the predictions file, the case."""
+        started = time.perf_counter()
+        try:
+            value = self.predict_hook(case=case)
+        except Exception:  # the model under test failed: a verdict, not a crash of the run
+            return PredictionOutcome(None, "hook", time.perf_counter() - started, error=traceback.format_exc())
+        if value is not None:
+            key = prediction_key(case.question, case.schema, _conversation(case))
+            return PredictionOutcome(value, "hook", time.perf_counter() - started, key=key)
+        if self.predictions is not None:
+            found = self.predictions.lookup(case.id, case.position, file_names)
+            if found is not None:
+                stale = found.key is not None and found.key != prediction_key(case.question, case.schema, _conversation(case))
+                return PredictionOutcome(found.value, "file", stale=stale)
+        if case.predicted is not None:
+            return PredictionOutcome(case.predicted, "case")
+        return PredictionOutcome(None, "none")
+
+    def baseline_status(self, file: str, case_id: str, passed: bool) -> BaselineStatus | None:
+        if self.baseline is None:
+            return None
+        return classify(self.baseline.lookup(file, case_id), passed)
+
+    def close(self) -> None:
+        self.engines.close_all()
+
+
+def _conversation(case: Case) -> Any:
+    return list(case.conversation) if case.conversation is not None else None

@@ -1,0 +1,137 @@
+"""The plugin's options: one table that declares them, and the frozen `Settings` read from a config.
+
+Every command-line option is also an ini option (without the leading dashes, `-` -> `_`); the
+command line wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .engines.base import Limits
+from .thresholds import Threshold, parse_fail_under
+
+REPORT_FORMATS = ("xlsx", "json", "csv", "md")
+DEFAULT_FILES = "*.nl2sql.yaml *.nl2sql.yml *.nl2sql.jsonl"
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    help: str
+    kind: str = "string"  # string | bool | append
+    default: Any = None
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+OPTIONS = (
+    Option("--nl2sql-predictions", "predictions file: JSONL of {id, predicted|selection} or .sql/.txt with one query per line", metavar="PATH"),
+    Option("--nl2sql-db-dir", "directory of `db_id` databases for cases that name no db_dir", metavar="DIR"),
+    Option("--nl2sql-dsn", "run every case on this database instead (e.g. a PostgreSQL copy)", metavar="URL"),
+    Option("--nl2sql-timeout", "per-query time limit in seconds (default 30)", default="30", metavar="SECONDS"),
+    Option("--nl2sql-max-rows", "row cap per result (default 100000)", default="100000", metavar="N"),
+    Option("--nl2sql-compat", "`spider`: reproduce the official Spider execution verdicts, bugs included", metavar="spider"),
+    Option("--nl2sql-report", "write a report; FORMAT is xlsx, json, csv or md (repeatable)", kind="append", metavar="FORMAT[:PATH]"),
+    Option("--nl2sql-baseline", "compare with a baseline of per-case verdicts", metavar="PATH"),
+    Option("--nl2sql-update-baseline", "write the current verdicts to --nl2sql-baseline, and pass", kind="bool", default=False),
+    Option("--nl2sql-fail-under", "fail when accuracy is below RATE (repeatable): 0.8, 80%, hard=0.6, tag:joins=0.9", kind="append", metavar="[BUCKET=]RATE"),
+    Option("--nl2sql-record", "record every prediction made by the predictor hook to this JSONL file", metavar="PATH"),
+)
+
+
+class SettingsError(ValueError):
+    """A bad option value; raised as a pytest usage error."""
+
+
+@dataclass(frozen=True)
+class Report:
+    format: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    invocation_dir: Path
+    rootdir: Path
+    predictions: Path | None = None
+    db_dir: Path | None = None
+    dsn: str | None = None
+    limits: Limits = Limits()
+    compat: str | None = None
+    reports: tuple[Report, ...] = ()
+    baseline: Path | None = None
+    update_baseline: bool = False
+    fail_under: tuple[Threshold, ...] = ()
+    record: Path | None = None
+
+    @property
+    def spider_compat(self) -> bool:
+        return self.compat == "spider"
+
+
+def option_value(config: Any, option: Option) -> Any:
+    """The command-line value if given, else the ini value, else the default."""
+    value = config.getoption(option.dest, default=None)
+    if value in (None, [], False):
+        ini = config.getini(option.dest)
+        if option.kind == "bool":
+            value = value or (str(ini).strip().lower() in ("1", "true", "yes", "on") if ini else False)
+        elif option.kind == "append":
+            value = ini if isinstance(ini, list) else str(ini).split()
+        else:
+            value = ini or None
+    return option.default if value in (None, []) and option.default is not None else value
+
+
+def parse_report(text: str, invocation_dir: Path) -> Report:
+    fmt, _, path = text.partition(":")
+    fmt = fmt.strip().lower()
+    if fmt not in REPORT_FORMATS:
+        raise SettingsError(f"--nl2sql-report: unknown format {fmt!r} (use one of {', '.join(REPORT_FORMATS)})")
+    return Report(fmt, invocation_dir / (path or f"nl2sql-report.{fmt}"))
+
+
+def read_settings(config: Any) -> Settings:
+    values = {o.dest: option_value(config, o) for o in OPTIONS}
+    here = Path(config.invocation_params.dir)
+
+    def path(key: str) -> Path | None:
+        return here / values[key] if values[key] else None
+
+    try:
+        timeout = float(values["nl2sql_timeout"])
+        max_rows = int(values["nl2sql_max_rows"])
+    except ValueError as e:
+        raise SettingsError(f"--nl2sql-timeout / --nl2sql-max-rows: {e}") from e
+    if timeout <= 0 or max_rows <= 0:
+        raise SettingsError("--nl2sql-timeout and --nl2sql-max-rows must be positive")
+    compat = values["nl2sql_compat"]
+    if compat not in (None, "spider"):
+        raise SettingsError(f"--nl2sql-compat: only `spider` is known, not {compat!r}")
+    try:
+        thresholds = tuple(parse_fail_under(t) for t in values["nl2sql_fail_under"] or ())
+    except ValueError as e:
+        raise SettingsError(f"--nl2sql-fail-under: {e}") from e
+    update = bool(values["nl2sql_update_baseline"])
+    if update and not values["nl2sql_baseline"]:
+        raise SettingsError("--nl2sql-update-baseline needs --nl2sql-baseline=PATH (where to write it)")
+    return Settings(
+        invocation_dir=here,
+        rootdir=Path(config.rootpath),
+        predictions=path("nl2sql_predictions"),
+        db_dir=path("nl2sql_db_dir"),
+        dsn=values["nl2sql_dsn"],
+        limits=Limits(timeout=timeout, max_rows=max_rows),
+        compat=compat,
+        reports=tuple(parse_report(r, here) for r in values["nl2sql_report"] or ()),
+        baseline=path("nl2sql_baseline"),
+        update_baseline=update,
+        fail_under=thresholds,
+        record=path("nl2sql_record"),
+    )

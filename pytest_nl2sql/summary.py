@@ -1,0 +1,105 @@
+"""Aggregation of per-case results into the metrics of the summary and the JSON report.
+
+Execution accuracy counts SQL cases only: `passed / (total - errors)`, where `errors` are the
+`gold_error` cases (broken cases, counted and listed apart). Term-selection cases have their own
+macro precision / recall.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from .stats import percentile
+from .termselection import aggregate_term_selection
+from .verdict import CaseResult, Kind, Verdict
+
+HARDNESS_ORDER = ("easy", "medium", "hard", "extra", "simple", "moderate", "challenging")
+
+
+def _bucket(results: list[CaseResult]) -> dict[str, Any]:
+    judged = [r for r in results if not r.verdict.is_error]
+    passed = sum(r.passed for r in judged)
+    return {
+        "total": len(results),
+        "passed": passed,
+        "errors": len(results) - len(judged),
+        "accuracy": passed / len(judged) if judged else None,
+    }
+
+
+def _grouped(results: list[CaseResult], keys_of: Any, order: Iterable[str] | None = None) -> dict[str, Any]:
+    groups: dict[str, list[CaseResult]] = {}
+    for r in results:
+        for key in keys_of(r):
+            if key is not None:
+                groups.setdefault(str(key), []).append(r)
+    names = sorted(groups)
+    if order is not None:
+        rank = {name: i for i, name in enumerate(order)}
+        names.sort(key=lambda n: (rank.get(n, len(rank)), n))
+    return {name: _bucket(groups[name]) for name in names}
+
+
+def ordered(results: Iterable[CaseResult]) -> list[CaseResult]:
+    """Collection order (the same with and without xdist)."""
+    return sorted(results, key=lambda r: (r.position, r.nodeid))
+
+
+def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
+    results = ordered(results)
+    sql = [r for r in results if r.kind is Kind.SQL]
+    errors = [r for r in sql if r.verdict.is_error]
+    passed = sum(r.passed for r in sql)
+    judged = len(sql) - len(errors)
+    exact = [r.exact_match for r in sql if r.exact_match is not None and not r.verdict.is_error]
+    partials = [r.partial for r in sql if r.partial and not r.verdict.is_error]
+    latencies = [r.latency for r in results if r.latency is not None]
+    term = [r for r in results if r.kind is Kind.TERM_SELECTION]
+    summary: dict[str, Any] = {
+        "total": len(sql),
+        "passed": passed,
+        "errors": len(errors),
+        "failed": judged - passed,
+        "accuracy": passed / judged if judged else None,
+        "by_hardness": _grouped(sql, lambda r: [r.hardness], HARDNESS_ORDER),
+        "by_tag": _grouped(sql, lambda r: r.tags),
+        "by_database": _grouped(sql, lambda r: [r.database]),
+        "exact_match": sum(exact) / len(exact) if exact else None,
+        "exact_match_passed": sum(exact),
+        "exact_match_total": len(exact),
+        "term_selection": _term_selection(term),
+        "by_verdict": dict(sorted(Counter(r.verdict.value for r in results).items(), key=lambda kv: _verdict_rank(kv[0]))),
+        "errors_by_database": dict(Counter(str(r.database) for r in errors if r.database)),
+        "partial": _partial(partials),
+        "latency": (
+            {"count": len(latencies), "total": sum(latencies), "p50": percentile(latencies, 50), "p95": percentile(latencies, 95)}
+            if latencies else None
+        ),
+        "baseline": None,
+    }
+    return summary
+
+
+def _verdict_rank(name: str) -> int:
+    return [v.value for v in Verdict].index(name)
+
+
+def _term_selection(results: list[CaseResult]) -> dict[str, Any] | None:
+    if not results:
+        return None
+    return aggregate_term_selection([r.to_json() for r in results])
+
+
+def _partial(partials: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not partials:
+        return None
+    from .exact import aggregate_partial
+
+    return aggregate_partial(partials)
+
+
+def build_report(results: Iterable[CaseResult], summary: dict[str, Any]) -> dict[str, Any]:
+    """The JSON report: the summary and every item in collection order. Every writer reads this."""
+    return {"summary": summary, "items": [r.to_json() for r in ordered(results)]}

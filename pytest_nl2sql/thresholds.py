@@ -1,0 +1,141 @@
+"""`--nl2sql-fail-under`: accuracy floors that fail the session, overall or per bucket.
+
+A threshold is written `[BUCKET=]RATE`. RATE is a fraction (`0.8`) or a percentage (`80%`);
+BUCKET is a hardness label (`hard`, or BIRD's `challenging`: any label the cases carry),
+`tag:NAME` or `database:NAME`. Rates are compared exactly (as fractions), so 4/5 is not below
+`0.8`. Known failures are not passes, so they count as failures here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+OPTION = "--nl2sql-fail-under"
+
+# bucket prefix -> (summary section, words for messages)
+_PREFIXES = {"tag": ("by_tag", "tag"), "database": ("by_database", "database")}
+
+
+@dataclass(frozen=True)
+class Threshold:
+    bucket: str | None  # None: overall; "hard"; "tag:joins"; "database:concert_singer"
+    rate: float  # a fraction in [0, 1]
+    spec: str  # as the user wrote it, for messages
+
+    @property
+    def exact_rate(self) -> Fraction:
+        return Fraction(str(self.rate))
+
+
+def parse_fail_under(text: str) -> Threshold:
+    """Parse one `[BUCKET=]RATE`; a ValueError's message says what is wrong and how to write it."""
+    spec = text.strip()
+    bucket_text, equals, rate_text = spec.rpartition("=")
+    bucket = bucket_text.strip() if equals else None
+    if bucket is not None:
+        _check_bucket(bucket, spec)
+    return Threshold(bucket=bucket, rate=_parse_rate(rate_text.strip(), spec), spec=spec)
+
+
+def parse_fail_unders(values: Iterable[str]) -> tuple[Threshold, ...]:
+    """Parse option values and ini lines; an ini value may hold several, separated by spaces."""
+    return tuple(parse_fail_under(word) for value in values for word in value.split())
+
+
+def _check_bucket(bucket: str, spec: str) -> None:
+    if not bucket:
+        raise ValueError(f"{OPTION}={spec}: the bucket before '=' is empty")
+    if ":" in bucket:
+        prefix, _, name = bucket.partition(":")
+        if prefix not in _PREFIXES:
+            kinds = ", ".join(f"{p}:NAME" for p in _PREFIXES)
+            raise ValueError(
+                f"{OPTION}={spec}: unknown bucket {bucket!r}; use a hardness level (hard=0.6) "
+                f"or {kinds}"
+            )
+        if not name:
+            raise ValueError(f"{OPTION}={spec}: {prefix}: needs a name, as in {prefix}:NAME=0.9")
+
+
+def _parse_rate(text: str, spec: str) -> float:
+    percent = text.endswith("%")
+    number_text = text[:-1].strip() if percent else text
+    try:
+        number = Fraction(number_text)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(
+            f"{OPTION}={spec}: {text!r} is not a rate; write a fraction (0.8) or a percentage (80%)"
+        ) from None
+    if percent:
+        if not 0 <= number <= 100:
+            raise ValueError(f"{OPTION}={spec}: a percentage must be between 0% and 100%")
+        number /= 100
+    elif not 0 <= number <= 1:
+        hint = f" (write {text}% for a percentage)" if 1 < number <= 100 else ""
+        raise ValueError(f"{OPTION}={spec}: a fraction must be between 0 and 1{hint}")
+    return float(number)
+
+
+def check_thresholds(thresholds: Iterable[Threshold], summary: Mapping[str, Any]) -> list[str]:
+    """One failure message per violated threshold, naming the bucket, the rate and the threshold.
+
+    A bucket that no case belongs to, or whose cases all are errors, fails too: a threshold on
+    a tag that does not exist is most likely a typo, and a gate that cannot be checked is not met.
+    """
+    failures: list[str] = []
+    for threshold in thresholds:
+        message = _check_one(threshold, summary)
+        if message:
+            failures.append(message)
+    return failures
+
+
+def _check_one(threshold: Threshold, summary: Mapping[str, Any]) -> str | None:
+    bucket = _bucket(threshold.bucket, summary)
+    wanted = f"{OPTION}={threshold.spec}"
+    if bucket.counts is None:
+        hint = f" (there are: {', '.join(sorted(bucket.known))})" if bucket.known else ""
+        return f"nl2sql: {wanted}: no case has {bucket.member}{hint}"
+    passed = int(bucket.counts.get("passed", 0))
+    judged = int(bucket.counts.get("total", 0)) - int(bucket.counts.get("errors", 0) or 0)
+    if judged <= 0:
+        return f"nl2sql: {wanted}: no case with {bucket.member} could be judged"
+    actual = Fraction(passed, judged)
+    if actual >= threshold.exact_rate:
+        return None
+    shown = _format_rate(actual, threshold.exact_rate)
+    return f"nl2sql: {bucket.accuracy} {shown} ({passed}/{judged}) is below {wanted}"
+
+
+@dataclass(frozen=True)
+class _Bucket:
+    accuracy: str  # "execution accuracy", "hard accuracy", "tag 'joins' accuracy"
+    member: str  # "hardness 'hard'", "tag 'joins'": what a case in the bucket has
+    counts: Mapping[str, Any] | None  # the summary's {"total", "passed", ...}; None: no such bucket
+    known: tuple[str, ...]  # the buckets of this kind that do exist, to spot typos
+
+
+def _bucket(bucket: str | None, summary: Mapping[str, Any]) -> _Bucket:
+    if bucket is None:
+        return _Bucket("execution accuracy", "a verdict", summary, ())
+    prefix, colon, name = bucket.partition(":")
+    if colon:
+        section, words = _PREFIXES[prefix]
+        member = f"{words} {name!r}"
+        accuracy = f"{member} accuracy"
+    else:
+        section, name = "by_hardness", bucket
+        member, accuracy = f"hardness {bucket!r}", f"{bucket} accuracy"
+    buckets = summary.get(section) or {}
+    return _Bucket(accuracy, member, buckets.get(name), tuple(buckets))
+
+
+def _format_rate(actual: Fraction, threshold: Fraction) -> str:
+    """Three decimals, or more when three would print the rate equal to the threshold."""
+    for decimals in range(3, 10):
+        if round(actual, decimals) != round(threshold, decimals):
+            break
+    return f"{float(actual):.{decimals}f}"
