@@ -40,14 +40,18 @@ def load_golds(spider: Path) -> list[tuple[Path, str]]:
     return pairs
 
 
-def bare_runner(pairs: list[tuple[Path, str]]) -> tuple[Callable[[], None], Callable[[], None]]:
+Runner = tuple[Callable[[], None], Callable[[], None]]
+
+
+def bare_runner(pairs: list[tuple[Path, str]], cached_statements: int = 128) -> Runner:
     connections: dict[Path, sqlite3.Connection] = {}
 
     def run() -> None:
         for path, sql in pairs:
             conn = connections.get(path)
             if conn is None:
-                conn = connections[path] = sqlite3.connect(path)
+                conn = sqlite3.connect(path, cached_statements=cached_statements)
+                connections[path] = conn
                 conn.text_factory = lambda b: b.decode(errors="ignore")
             conn.execute(sql).fetchall()
 
@@ -58,7 +62,7 @@ def bare_runner(pairs: list[tuple[Path, str]]) -> tuple[Callable[[], None], Call
     return run, close
 
 
-def engine_runner(pairs: list[tuple[Path, str]]) -> tuple[Callable[[], None], Callable[[], None]]:
+def engine_runner(pairs: list[tuple[Path, str]]) -> Runner:
     cache = EngineCache()
     limits = Limits()
     failures: list[str] = []
@@ -67,7 +71,7 @@ def engine_runner(pairs: list[tuple[Path, str]]) -> tuple[Callable[[], None], Ca
         for path, sql in pairs:
             try:
                 cache.get(str(path), None).execute(sql, limits)
-            except EngineError as error:  # keep going; a failure is reported below
+            except EngineError as error:  # keep going; failures are reported below
                 failures.append(f"{path.stem}: {error}")
 
     def close() -> None:
@@ -78,16 +82,19 @@ def engine_runner(pairs: list[tuple[Path, str]]) -> tuple[Callable[[], None], Ca
     return run, close
 
 
-def best_of(rounds: int, runner: tuple[Callable[[], None], Callable[[], None]]) -> float:
-    run, close = runner
-    run()  # warm-up: opens connections and fills statement caches, as a real session would
-    times = []
+def best_of(rounds: int, runners: dict[str, Runner]) -> dict[str, float]:
+    """Best wall time of each runner; rounds alternate between runners so noise hits all alike."""
+    for run, _ in runners.values():
+        run()  # warm-up: opens connections, as a real session would
+    best = dict.fromkeys(runners, float("inf"))
     for _ in range(rounds):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    close()
-    return min(times)
+        for name, (run, _) in runners.items():
+            start = time.perf_counter()
+            run()
+            best[name] = min(best[name], time.perf_counter() - start)
+    for _, close in runners.values():
+        close()
+    return best
 
 
 def main() -> int:
@@ -102,11 +109,20 @@ def main() -> int:
     n = len(pairs)
     print(f"{n} Spider dev gold queries on {len({p for p, _ in pairs})} databases, "
           f"best of {args.rounds} rounds, SQLite {sqlite3.sqlite_version}")
-    bare = best_of(args.rounds, bare_runner(pairs))
-    ours = best_of(args.rounds, engine_runner(pairs))
-    print(f"  bare sqlite3 : {bare * 1e3:8.1f} ms total, {bare / n * 1e6:7.1f} us/query")
-    print(f"  SqliteEngine : {ours * 1e3:8.1f} ms total, {ours / n * 1e6:7.1f} us/query")
-    print(f"  overhead     : {(ours - bare) / n * 1e6:7.1f} us/query ({ours / bare:.2f}x)")
+    best = best_of(
+        args.rounds,
+        {
+            "bare sqlite3 (statement cache on)": bare_runner(pairs),
+            "bare sqlite3 (no statement cache)": bare_runner(pairs, cached_statements=0),
+            "SqliteEngine": engine_runner(pairs),
+        },
+    )
+    for name, seconds in best.items():
+        print(f"  {name:34s}: {seconds * 1e3:7.1f} ms total, {seconds / n * 1e6:6.1f} us/query")
+    ours = best["SqliteEngine"]
+    for name, seconds in best.items():
+        if name != "SqliteEngine":
+            print(f"  overhead vs {name:22s}: {(ours - seconds) / n * 1e6:+6.1f} us/query")
     return 0
 
 

@@ -9,7 +9,7 @@ differs between `-n 0` and `-n 2`), sorted, and holds one case per line:
       "version": 1,
       "cases": {
         "suites/shop.nl2sql.yaml": {
-          "cheap": {"fingerprint": "3f1c...", "passed": false, "reason": "values", "verdict": "mismatch"},
+          "cheap": {"fingerprint": "3f1c…", "passed": false, "reason": "values", "verdict": "mismatch"},
           "count": {"fingerprint": "9a0b...", "passed": true, "reason": null, "verdict": "pass"}
         }
       }
@@ -129,7 +129,8 @@ def _parse_entries(data: Any, where: str) -> dict[Key, BaselineEntry]:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise bad(f'expected a JSON object with "format": "{FORMAT}"')
     if data.get("version") != VERSION:
-        raise bad(f"unsupported version {data.get('version')!r} (this plugin reads version {VERSION})")
+        found = data.get("version")
+        raise bad(f"unsupported version {found!r} (this plugin reads version {VERSION})")
     cases = data.get("cases")
     if not isinstance(cases, dict):
         raise bad('"cases" must be an object of files')
@@ -197,7 +198,8 @@ def render_baseline(entries: Mapping[Key, BaselineEntry]) -> str:
             ids = sorted(by_file[file], key=natural_key)
             for id_index, case_id in enumerate(ids):
                 comma = "," if id_index < len(ids) - 1 else ""
-                lines.append(f"      {dump(case_id)}: {dump(by_file[file][case_id].to_json())}{comma}")
+                entry = dump(by_file[file][case_id].to_json())
+                lines.append(f"      {dump(case_id)}: {entry}{comma}")
             lines.append("    }" + ("," if file_index < len(files) - 1 else ""))
         lines.append("  }")
     lines.append("}")
@@ -206,11 +208,10 @@ def render_baseline(entries: Mapping[Key, BaselineEntry]) -> str:
 
 def natural_key(text: str) -> tuple[tuple[tuple[int, int, str], ...], str]:
     """Sort `q2` before `q10` (Spider and BIRD ids are bare numbers); ties by the text itself."""
+    runs = itertools.groupby(text, _ASCII_DIGITS.__contains__)
     parts = tuple(
         (0, int(run), "") if is_digits else (1, 0, run)
-        for is_digits, run in (
-            (key, "".join(chars)) for key, chars in itertools.groupby(text, _ASCII_DIGITS.__contains__)
-        )
+        for is_digits, run in ((digits, "".join(chars)) for digits, chars in runs)
     )
     return parts, text
 

@@ -121,10 +121,12 @@ def load_case_file(path: Path, *, db_dir: Path | None = None) -> list[Entry]:
     try:
         documents = list(_yaml_documents(text))
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        # the context mark is where the broken construct starts; the problem mark may be the file's end
+        mark = getattr(e, "context_mark", None) or getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else None
         problem = getattr(e, "problem", None) or str(e)
-        return [InvalidCase(default_id(0), path, line, 0, f"invalid YAML: {problem}")]
+        context = getattr(e, "context", None)
+        return [InvalidCase(default_id(0), path, line, 0, f"invalid YAML: {problem}" + (f" ({context})" if context else ""))]
     documents = [(node, data) for node, data in documents if data is not None]
     if len(documents) == 1 and isinstance(documents[0][1], Mapping):
         node, data = documents[0]

@@ -58,6 +58,7 @@ from pytest_nl2sql.verdict import Reason
 
 DIFF_CAP = 1000  # rows kept in each of `missing` / `extra`; the counts are always exact
 _SEARCH_WORK = 20_000_000  # row-steps the permutation search may spend before giving up
+_MIN_SEARCH_NODES = 1000  # ... but it may always try this many partial pairings
 _MATCHING_CAP = 300  # largest group of rows matched pairwise when tolerances are in play
 
 
@@ -275,7 +276,8 @@ def compare_results(
         return _compare_columns_mode(gold, pred, gold_width, order_matters, opts)
     if not gold and not pred:
         if opts.mode is not Mode.SPIDER and None not in (gold_width, pred_width) and gold_width != pred_width:
-            return _mismatch(Reason.COLUMN_COUNT, f"both results are empty, but with {gold_width} and {pred_width} columns")
+            detail = f"both results are empty, but with {gold_width} and {pred_width} columns"
+            return _mismatch(Reason.COLUMN_COUNT, detail)
         return Comparison(match=True)
     return _Comparer(gold, pred, gold_width, pred_width, order_matters, opts).run()
 
@@ -338,7 +340,7 @@ class _Comparer:
                                   detail=f"same rows in another order (first difference at row {first})")
         detail = "no column pairing makes the rows equal"
         if gave_up:
-            detail = "the column-permutation search gave up (too many interchangeable columns)"
+            detail = "the column-permutation search gave up (too many columns holding the same values)"
         elif quick_rejected:
             detail = "the rows differ (official quick rejection)"
         return self._with_diff(_mismatch(Reason.VALUES, detail))
@@ -447,7 +449,7 @@ class _PermutationSearch:
                     if self._signature_fits(gold_sigs[i], pred_sigs[k], gold_cols[i], pred_cols[members[0]])]
             self.candidates.append(fits)
         self.order = sorted(range(width), key=lambda i: (len(self.candidates[i]), i))
-        self.budget = max(_SEARCH_WORK // max(len(comparer.ngold), 1), 1000)
+        self.budget = max(_SEARCH_WORK // max(len(comparer.ngold), 1), _MIN_SEARCH_NODES)
         self.gave_up = False
 
     def _signature_fits(self, gold_sig: Counter, pred_sig: Counter, gold_col: tuple, pred_col: tuple) -> bool:
@@ -554,7 +556,8 @@ def _compare_columns_mode(gold: list[tuple], pred: list[tuple], gold_width: int 
     selected = opts.condition_cols if opts.condition_cols is not None else tuple(range(width))
     outside = [c for c in selected if c >= width]
     if outside:
-        return _mismatch(Reason.COLUMN_COUNT, f"condition_cols {outside} name columns the gold result does not have ({width})")
+        detail = f"condition_cols {outside} name columns the gold result does not have ({width})"
+        return _mismatch(Reason.COLUMN_COUNT, detail)
     norm = _normaliser(opts)
     gold_cols = _columns([tuple(norm(v) for v in r) for r in gold], width)
     pred_cols = _columns([tuple(norm(v) for v in r) for r in pred], len(pred[0]))
@@ -679,7 +682,14 @@ def _bipartite_matching(adjacency: list[list[int]], right_size: int) -> list[int
                     return True
         return False
 
-    for left in range(len(adjacency)):
+    unmatched = []
+    for left, rights in enumerate(adjacency):  # a greedy start keeps the augmenting paths short
+        free = next((r for r in rights if partner_of_right[r] == -1), None)
+        if free is None:
+            unmatched.append(left)
+        else:
+            partner_of_right[free] = left
+    for left in unmatched:
         if not augment(left, [False] * right_size):
             return None
     result = [-1] * len(adjacency)

@@ -50,7 +50,8 @@ class Controller:
         self.summary = summary
         report = build_report(results, summary)
         if settings.update_baseline and settings.baseline is not None:
-            write_baseline(settings.baseline, report["items"])
+            previous = load_baseline(settings.baseline) if settings.baseline.exists() else None
+            write_baseline(settings.baseline, report["items"], previous=previous)  # keeps cases not run now
             self.messages.append(f"baseline written: {settings.baseline} ({len(results)} cases)")
         if settings.record is not None:
             records = [_record(r) for r in results if r.extra.get("prediction_source") == "hook"]

@@ -16,7 +16,7 @@ from .cases import Case, InvalidCase, load_case_file
 from .engines.base import EngineError
 from .evaluate import GoldError, GoldOutcome, Judgement, judge, run_gold
 from .runtime import PredictionOutcome, Runtime
-from .verdict import PROPERTY, CaseResult, Kind, Reason, Verdict
+from .verdict import PROPERTY, CaseResult, Kind, Verdict
 
 RUNTIME_KEY = pytest.StashKey[Runtime]()
 JUNIT_PROPERTIES = ("nl2sql_verdict", "nl2sql_hardness", "nl2sql_baseline")
@@ -30,11 +30,15 @@ class CaseFailure(Exception):
         self.result, self.text, self.expected = result, text, expected
 
 
-class CaseError(Exception):
-    """A case is broken (verdict gold_error): reported as a pytest ERROR in setup."""
+class CaseError(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+    """A case is broken (verdict gold_error): reported as a pytest ERROR in setup.
+
+    A `pytest.fail` outcome without a Python traceback: formatting one for every case of a missing
+    database would cost more than running the whole suite.
+    """
 
     def __init__(self, result: CaseResult, text: str) -> None:
-        super().__init__(result.reason)
+        super().__init__(msg=text, pytrace=False)
         self.result, self.text = result, text
 
 
@@ -77,7 +81,7 @@ class CaseItemBase(pytest.Item):
         # readable properties for --junitxml (it writes every user property of a test)
         for name, value in zip(JUNIT_PROPERTIES, (result.verdict.value, result.hardness, result.baseline)):
             if value is not None:
-                self.user_properties.append((name, value))
+                self.user_properties.append((name, str(value)))
         return result
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
@@ -129,7 +133,7 @@ class InvalidCaseItem(CaseItemBase):
                 verdict=Verdict.GOLD_ERROR, reason=f"invalid case: {message}",
             )
         )
-        raise CaseError(result, f"invalid case file entry\n{message}")
+        raise CaseError(result, f"invalid case: {message}")
 
     def runtest(self) -> None:  # pragma: no cover - setup always raises
         raise AssertionError("unreachable")
@@ -166,7 +170,7 @@ class SqlCaseItem(CaseItemBase):
         case = self.case
         engine = rt.engine_for(case)
         view = case.replace(schema=rt.schema_ddl(engine), engine=engine, dialect=case_dialect(case))
-        prediction = rt.predict(view, self.file_names)
+        prediction = rt.predict(view, self.file_names, rt.prediction_key(view))
         judgement = self._judge(rt, prediction, engine)
         predicted_sql = prediction.value if isinstance(prediction.value, str) else _plain(prediction.value)
         exact = _exact_match(rt, case, predicted_sql) if judgement.verdict is not Verdict.PREDICTOR_ERROR else None
@@ -207,58 +211,49 @@ class TermSelectionItem(CaseItemBase):
         case = self.case
         conversation = list(case.conversation or ())
         turns = termselection.targeted_turns(conversation)
-        targets = [conversation[i]["target"]["indicator_selection"] for i in turns]
-        predictions, outcome = self._predict(rt, conversation, turns)
-        if outcome.error is not None or predictions is None:
-            verdict = Verdict.PREDICTOR_ERROR if outcome.error is not None else Verdict.NO_PREDICTION
-            reason = outcome.error or ("no prediction for this case" if not outcome.stale else "the recorded prediction is stale")
+        outcome = self._predict(rt, conversation, turns)
+        selections, problem = None, outcome.error
+        if problem is None and outcome.value is not None and not outcome.stale:
+            try:
+                selections = termselection.predictions_per_turn(outcome.value, len(turns))
+                for n, selection in enumerate(selections):
+                    termselection.validate_selection(selection, where=f"prediction[{n}]")
+            except ValueError as e:
+                problem = f"malformed prediction: {e}"
+        if selections is None or problem is not None:
+            verdict = Verdict.PREDICTOR_ERROR if problem is not None else Verdict.NO_PREDICTION
+            reason = problem or ("the recorded prediction is stale" if outcome.stale else "no prediction for this case")
             result = self.base_result(case, verdict, Kind.TERM_SELECTION, reason=reason, latency=outcome.latency,
                                       predicted=_plain(outcome.value), extra=_prediction_extra(outcome))
             self.fail_or_pass(result, render.term_selection_error_text(case, result))
             return
-        score = termselection.score_term_selection(targets, predictions)
-        min_p = float(case.compare.get("min_precision", 1.0))
-        min_r = float(case.compare.get("min_recall", 1.0))
-        passed = termselection.passes(score, min_precision=min_p, min_recall=min_r)
-        data = score.to_json()
-        reason = None if passed else (
-            f"{Reason.SCORES.value}: macro precision {data['macro_precision']:.2f} (needs {min_p:.2f}), "
-            f"macro recall {data['macro_recall']:.2f} (needs {min_r:.2f})"
-        )
+        score = termselection.score_term_selection(termselection.targets(conversation), selections)
+        min_precision, min_recall = termselection.thresholds(case.compare)
+        passed = termselection.passes(score, min_precision, min_recall)
         result = self.base_result(
-            case, Verdict.PASS if passed else Verdict.MISMATCH, Kind.TERM_SELECTION, reason=reason,
-            predicted=predictions[0] if len(predictions) == 1 else predictions, term_selection=data,
-            latency=outcome.latency, extra=_prediction_extra(outcome),
+            case, Verdict.PASS if passed else Verdict.MISMATCH, Kind.TERM_SELECTION,
+            reason=None if passed else termselection.reason_text(score, min_precision, min_recall),
+            predicted=outcome.value, term_selection=score.to_json(), latency=outcome.latency,
+            extra=_prediction_extra(outcome),
         )
         self.fail_or_pass(result, render.term_selection_failure_text(case, result))
 
-    def _predict(self, rt: Runtime, conversation: list[Any], turns: list[int]) -> tuple[list[Any] | None, PredictionOutcome]:
-        """One selection per targeted turn: the hook is asked once per turn, with the history so far."""
+    def _predict(self, rt: Runtime, conversation: list[Any], turns: list[int]) -> PredictionOutcome:
+        """The hook is asked once per targeted turn, with the conversation up to that turn; a
+        stored prediction answers the whole case (one selection, or one per targeted turn)."""
         case = self.case
-        selections: list[Any] = []
-        total = 0.0
-        last = PredictionOutcome(None, "none")
+        key = rt.prediction_key(case)
+        answers: list[Any] = []
+        latency = 0.0
         for index in turns:
             view = case.replace(conversation=tuple(conversation[: index + 1]), question=conversation[index].get("content"))
-            outcome = rt.predict(view, self.file_names)
-            total += outcome.latency or 0.0
-            if outcome.error is not None or outcome.stale:
-                return None, outcome
-            if outcome.source != "hook":  # a stored prediction answers the whole case at once
-                return _split_turns(outcome.value, len(turns)), outcome
-            selections.append(outcome.value)
-            last = outcome
-        latency = total if last.source == "hook" else None
-        return selections, PredictionOutcome(selections, last.source, latency, key=last.key)
-
-
-def _split_turns(value: Any, turns: int) -> list[Any] | None:
-    """A stored selection: one list of data sets, or (several targeted turns) a list of such lists."""
-    if value is None:
-        return None
-    if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
-        return value if len(value) == turns else None
-    return [value] + [[] for _ in range(turns - 1)] if turns > 1 else [value]
+            outcome = rt.predict(view, self.file_names, key)
+            if outcome.source != "hook" or outcome.error is not None:
+                return outcome
+            answers.append(outcome.value)
+            latency += outcome.latency or 0.0
+        value = answers[0] if len(answers) == 1 else answers
+        return PredictionOutcome(value, "hook", latency, key=key)
 
 
 def _prediction_extra(prediction: PredictionOutcome) -> dict[str, Any]:
@@ -288,7 +283,7 @@ def _computed_hardness(case: Case) -> str | None:
     from .hardness import hardness
 
     try:
-        return hardness(case.gold[0])
+        return str(hardness(case.gold[0]))
     except (ValueError, RecursionError):
         return None
 

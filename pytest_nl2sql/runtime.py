@@ -94,21 +94,26 @@ class Runtime:
             self._schemas[key] = schema
         return self._schemas[key]
 
-    def predict(self, case: Case, file_names: tuple[str, ...]) -> PredictionOutcome:
-        """The first prediction that applies: the predictor hook, the predictions file, the case."""
+    @staticmethod
+    def prediction_key(case: Case) -> str:
+        """What a recorded prediction of `case` depends on (question, schema, conversation)."""
+        conversation = list(case.conversation) if case.conversation is not None else None
+        return prediction_key(case.question, case.schema, conversation)
+
+    def predict(self, case: Case, file_names: tuple[str, ...], key: str) -> PredictionOutcome:
+        """The first prediction that applies: the predictor hook, the predictions file, the case.
+        `key` is the case's `prediction_key`: a recorded prediction with another key is stale."""
         started = time.perf_counter()
         try:
             value = self.predict_hook(case=case)
         except Exception:  # the model under test failed: a verdict, not a crash of the run
             return PredictionOutcome(None, "hook", time.perf_counter() - started, error=traceback.format_exc())
         if value is not None:
-            key = prediction_key(case.question, case.schema, _conversation(case))
             return PredictionOutcome(value, "hook", time.perf_counter() - started, key=key)
         if self.predictions is not None:
             found = self.predictions.lookup(case.id, case.position, file_names)
             if found is not None:
-                stale = found.key is not None and found.key != prediction_key(case.question, case.schema, _conversation(case))
-                return PredictionOutcome(found.value, "file", stale=stale)
+                return PredictionOutcome(found.value, "file", stale=found.key is not None and found.key != key)
         if case.predicted is not None:
             return PredictionOutcome(case.predicted, "case")
         return PredictionOutcome(None, "none")
@@ -120,7 +125,3 @@ class Runtime:
 
     def close(self) -> None:
         self.engines.close_all()
-
-
-def _conversation(case: Case) -> Any:
-    return list(case.conversation) if case.conversation is not None else None

@@ -49,7 +49,9 @@ class SpiderSchema:
         return cls(tuple((t, tuple(cs)) for t, cs in merged.items()), fks)
 
     @classmethod
-    def from_tables_json(cls, path_or_loaded_list: str | os.PathLike[str] | Sequence[Mapping[str, Any]], db_id: str) -> SpiderSchema:
+    def from_tables_json(
+        cls, path_or_loaded_list: str | os.PathLike[str] | Sequence[Mapping[str, Any]], db_id: str
+    ) -> SpiderSchema:
         """The entry ``db_id`` of a Spider ``tables.json`` (a path, or the already loaded list).
 
         Uses ``table_names_original`` and ``column_names_original``, as the reference labels do.

@@ -9,8 +9,8 @@ scores would differ from the leaderboard's.
 Reading the SQL is done by sqlglot's tokenizer. The official parser works on NLTK word tokens, so
 sqlglot tokens that touch each other without whitespace are glued back into one word where NLTK
 would not split them (``a=1`` stays one unusable word, ``T1.name`` one column reference, ``>=``
-becomes ``>`` ``=`` and is joined again). SQL comments are dropped by sqlglot; the official parser
-would see their words (no known Spider prediction has comments).
+becomes ``>`` ``=`` and is joined again). Comments, which sqlglot drops, are put back as the words
+NLTK would make of them, since they decide whether the official parser fails.
 
 Columns are identified as ``__table.column__`` (lower-cased), tables as ``__table__``, ``*`` as
 ``__all__``. Without a schema, names are taken as written (enough for hardness, which only counts
@@ -81,6 +81,8 @@ _JOIN_KEYWORDS = frozenset(("join", "on", "as"))
 _COND_OPS = ("and", "or")
 _SQL_OPS = ("intersect", "union", "except")
 _ORDER_OPS = ("desc", "asc")
+_VALUE_END = _CLAUSE_KEYWORDS | _JOIN_KEYWORDS | {",", ")", "and"}
+_CONDITION_END = _CLAUSE_KEYWORDS | _JOIN_KEYWORDS | {")", ";"}
 # Words that cannot name a table or column when no schema is given (with a schema, the schema decides).
 _RESERVED = (
     _CLAUSE_KEYWORDS
@@ -182,8 +184,9 @@ Value = Union[float, str, ColUnit, SpiderSQL, None]
 # ---------------------------------------------------------------------------------- words
 
 _SPLIT_CHARS = frozenset("()[]{}<>;@#$%&?!*")
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.=+-/")
 _VALUE_PLACEHOLDER = "__val__"
-_TOKENIZER = SQLite().tokenizer_class()
+_TOKENIZER_CLASS = SQLite.tokenizer_class  # instantiated per call: a tokenizer keeps state while it runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,12 +203,18 @@ def spider_words(sql: str) -> tuple[str, ...]:
     if (sql.count("'") + sql.count('"')) % 2:
         raise SpiderParseError("unbalanced quotes (the official tokenizer rejects an odd number of quote characters)")
     try:
-        tokens = _TOKENIZER.tokenize(sql)
+        tokens = _TOKENIZER_CLASS().tokenize(sql)
     except SqlglotError as exc:
         raise SpiderParseError(f"cannot tokenize: {exc}") from exc
     pieces: list[_Piece] = []
+    previous_end = 0
     for token in tokens:
+        if token.start > previous_end and not sql[previous_end : token.start].isspace():
+            pieces.extend(_comment_pieces(sql, previous_end, token.start))
         pieces.extend(_pieces(sql, token))
+        previous_end = token.end + 1
+    if previous_end < len(sql) and not sql[previous_end:].isspace():
+        pieces.extend(_comment_pieces(sql, previous_end, len(sql)))
     words: list[str] = []
     group: list[_Piece] = []
     for piece in pieces:
@@ -218,18 +227,60 @@ def spider_words(sql: str) -> tuple[str, ...]:
     return _join_comparisons(words)
 
 
-def _pieces(sql: str, token: Token) -> list[_Piece]:
-    raw = sql[token.start : token.end + 1]
+def _comment_pieces(sql: str, start: int, end: int) -> list[_Piece]:
+    """Comments (which sqlglot drops) as the official NLTK tokens see them: ``--``, ``/`` ``*`` and words.
+
+    Their words matter: a comment inside a clause makes the official parser fail, one at the end
+    does not, and an ``AS`` in a comment still defines an alias.
+    """
+    pieces: list[_Piece] = []
+    index = start
+    while index < end:
+        if sql.startswith("--", index):
+            stop = sql.find("\n", index, end)
+            stop = end if stop < 0 else stop
+            pieces.append(_Piece("--", index, index + 1, True, False))
+            pieces.extend(_text_pieces(sql, index + 2, stop))
+            index = stop
+        elif sql.startswith("/*", index):
+            stop = sql.find("*/", index + 2, end)
+            stop = end if stop < 0 else stop
+            pieces += [_Piece("/", index, index, False, False), _Piece("*", index + 1, index + 1, True, False)]
+            pieces.extend(_text_pieces(sql, index + 2, stop))
+            if stop < end:
+                pieces += [_Piece("*", stop, stop, True, False), _Piece("/", stop + 1, stop + 1, False, False)]
+            index = stop + 2
+        else:
+            index += 1
+    return pieces
+
+
+def _text_pieces(sql: str, start: int, stop: int) -> list[_Piece]:
+    try:
+        tokens = _TOKENIZER_CLASS().tokenize(sql[start:stop])
+    except SqlglotError:
+        return []
+    pieces: list[_Piece] = []
+    for token in tokens:
+        pieces.extend(_pieces(sql, token, start))
+    return pieces
+
+
+def _pieces(sql: str, token: Token, offset: int = 0) -> list[_Piece]:
+    """The NLTK pieces of one sqlglot token (``offset``: where the tokenized text starts in ``sql``)."""
+    token_start, token_end = token.start + offset, token.end + offset
+    raw = sql[token_start : token_end + 1]
     quoted_identifier = token.token_type == TokenType.IDENTIFIER and raw[:1] == '"'
     if token.token_type == TokenType.STRING or quoted_identifier:
         inner = raw[1:-1]
         if "'" in inner or '"' in inner:  # the official quote pairing garbles such values
-            return [_Piece(_VALUE_PLACEHOLDER + _VALUE_PLACEHOLDER, token.start, token.end, False, False)]
-        return [_Piece('"' + inner + '"', token.start, token.end, False, True)]
+            return [_Piece(_VALUE_PLACEHOLDER + _VALUE_PLACEHOLDER, token_start, token_end, False, False)]
+        return [_Piece('"' + inner + '"', token_start, token_end, False, True)]
+    if _PLAIN.issuperset(raw):  # the common case: one piece
+        return [_Piece(raw, token_start, token_end, False, False)]
     pieces: list[_Piece] = []
     run_start = None
-    for offset, char in enumerate(raw):
-        position = token.start + offset
+    for position, char in enumerate(raw, start=token_start):
         following = sql[position + 1 : position + 2]
         if char.isspace():  # multi-word tokens such as "ORDER BY"
             if run_start is not None:
@@ -245,7 +296,7 @@ def _pieces(sql: str, token: Token) -> list[_Piece]:
         elif run_start is None:
             run_start = position
     if run_start is not None:
-        pieces.append(_Piece(sql[run_start : token.end + 1], run_start, token.end, False, False))
+        pieces.append(_Piece(sql[run_start : token_end + 1], run_start, token_end, False, False))
     return pieces
 
 
@@ -412,7 +463,7 @@ def _value(words, start: int, ctx: _Context, default_tables) -> tuple[int, Value
             index += 1
         except ValueError:
             end = index
-            while end < len(words) and words[end] not in (",", ")", "and") and words[end] not in _CLAUSE_KEYWORDS and words[end] not in _JOIN_KEYWORDS:
+            while end < len(words) and words[end] not in _VALUE_END:
                 end += 1
             # the official parser re-reads from `start` (an opening parenthesis included)
             _, value = _col_unit(words[start:end], 0, ctx, default_tables)
@@ -445,7 +496,7 @@ def _condition(words, index: int, ctx: _Context, default_tables) -> tuple[int, C
         else:
             index, val1 = _value(words, index, ctx, default_tables)
         conds.append(CondUnit(negated, op, val_unit, val1, val2))
-        if index < n and (words[index] in _CLAUSE_KEYWORDS or words[index] in (")", ";") or words[index] in _JOIN_KEYWORDS):
+        if index < n and words[index] in _CONDITION_END:
             break
         if index < n and words[index] in _COND_OPS:
             conds.append(words[index])

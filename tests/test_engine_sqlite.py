@@ -141,7 +141,9 @@ def test_not_a_database_is_database_missing(tmp_path: Path) -> None:
 _NAME_CHARS = string.ascii_letters + string.digits + " #?%&=;'[]()-_,+@~!$é中"
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.text(alphabet=_NAME_CHARS, min_size=1, max_size=30))
 def test_any_file_name_opens_read_only(tmp_path: Path, name: str) -> None:
     """The `file:` URI must quote `?`, `#`, `%` and spaces, or SQLite opens another file."""

@@ -11,10 +11,17 @@ Layers of defence, each enough on its own for the common attacks:
 * `PRAGMA query_only`, `SQLITE_LIMIT_ATTACHED = 0` and disabled extension loading as depth;
 * a progress handler that interrupts the virtual machine at a monotonic deadline, during both
   execution and fetching;
-* `SQLITE_LIMIT_LENGTH` bounds every string/blob a query builds, and rows are fetched one by one
-  against the row cap and a running estimate of the result's size;
-* a process-wide SQLite heap ceiling (`hard_heap_limit`), set only if none is set, so that a
-  row of many huge values fails with "out of memory" instead of exhausting the machine.
+* `SQLITE_LIMIT_LENGTH` bounds every string/blob a query builds (`Limits.max_value_bytes`), and
+  rows are fetched one by one against the row cap and a running estimate of the result's size;
+  SQLite's default limits on expression depth (1000) and compound SELECT terms (500) stay;
+* a process-wide SQLite heap ceiling (`hard_heap_limit`, 4 GiB), set only if none is set, so that
+  a row of many huge values fails with "out of memory" instead of exhausting the machine. It
+  is process-wide, hence generous; an application that set its own keeps it.
+
+The statement cache is off (`cached_statements=0`): the authorizer runs when a statement is
+prepared, and some of its decisions depend on the statement at hand (a table-valued pragma is
+allowed inside a SELECT, never as a `PRAGMA` statement), which a cached statement would skip.
+Every query is prepared anew, as it would be in a real run where each query is new anyway.
 
 `immutable=1` is used only for a WAL-mode file without a `-wal` file beside it: there `mode=ro`
 would create `-wal`/`-shm` files in the database's directory, while `immutable` reads the main file
@@ -39,19 +46,16 @@ from pytest_nl2sql.engines.base import (
     QueryError,
     QueryResult,
     QueryTimeout,
+    SizeBudget,
     TooManyRows,
 )
 
-# Every this many virtual-machine steps SQLite calls our deadline check (a Python call, ~0.1 µs
-# of work per step amortised); small enough that interruption lands within a millisecond or so.
+# Every this many virtual-machine steps SQLite calls our deadline check (one short Python call);
+# rare enough to cost nothing measurable, often enough to stop within a millisecond or so.
 PROGRESS_STEPS = 1_000
 
 # Ceiling on SQLite's heap for the whole process, applied only when nobody set one before us.
 HEAP_LIMIT_BYTES = 4 * 1024**3
-
-# Rough bookkeeping cost of one fetched row and of one non-text value, for the max_bytes check.
-_ROW_OVERHEAD = 64
-_VALUE_OVERHEAD = 16
 
 _ALLOWED_ACTIONS = frozenset(
     getattr(sqlite3, name)
@@ -248,19 +252,10 @@ class SqliteEngine:
 def _fetch(cursor: sqlite3.Cursor, limits: Limits) -> list[tuple[Any, ...]]:
     """Rows one at a time, so neither the row cap nor the byte budget is overshot by a batch."""
     rows: list[tuple[Any, ...]] = []
-    size = 0
-    max_rows, max_bytes = limits.max_rows, limits.max_bytes
+    budget = SizeBudget(limits)
     for row in cursor:
+        budget.add(row)
         rows.append(row)
-        if len(rows) > max_rows:
-            raise TooManyRows(f"the result has more than {max_rows} rows (the row cap)")
-        size += _ROW_OVERHEAD
-        for value in row:
-            size += len(value) if isinstance(value, (str, bytes)) else _VALUE_OVERHEAD
-        if size > max_bytes:
-            raise TooManyRows(
-                f"the result is larger than {max_bytes} bytes (the size cap) after {len(rows)} rows"
-            )
     return rows
 
 
@@ -278,7 +273,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     if not path.is_file():
         raise DatabaseMissing(f"database path is not a file: {path}")
     try:
-        return sqlite3.connect(sqlite_uri(path), uri=True, isolation_level=None)
+        return sqlite3.connect(
+            sqlite_uri(path), uri=True, isolation_level=None, cached_statements=0
+        )
     except sqlite3.Error as error:
         raise DatabaseMissing(f"cannot open SQLite database {path}: {error}") from None
 

@@ -82,8 +82,8 @@ def looks_like_url(database: str) -> bool:
 
 def parse_database(database: str, base_dir: Path | None = None) -> DatabaseSpec:
     """Parse a case's `database` value; raise `DatabaseMissing` when it cannot name a database."""
-    text = database.strip()
-    if not text:
+    text = database
+    if not text.strip():
         raise DatabaseMissing("the case names no database (empty `database`)")
     if not looks_like_url(text):
         return DatabaseSpec(EngineKind.SQLITE, path=_resolve(Path(text), base_dir))
@@ -104,7 +104,6 @@ def parse_database(database: str, base_dir: Path | None = None) -> DatabaseSpec:
 
 
 def _resolve(path: Path, base_dir: Path | None) -> Path:
-    path = path.expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     return Path(os.path.abspath(path))  # no symlink resolution: messages show what the user wrote

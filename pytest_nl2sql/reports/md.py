@@ -64,7 +64,8 @@ def _errors(items: Sequence[Mapping[str, Any]]) -> str:
     broken = [item for item in items if item.get("verdict") == "gold_error"]
     if not broken:
         return ""
-    lines = [f"**{_plural(len(broken), 'case')} could not be judged** (`gold_error`, outside the accuracy):", ""]
+    head = f"**{_plural(len(broken), 'case')} could not be judged** (`gold_error`, outside the accuracy):"
+    lines = [head, ""]
     lines += [f"- {_code(_label(item))}: {_text(item.get('reason'))}" for item in broken]
     return "\n".join(lines)
 
@@ -168,13 +169,14 @@ def _buckets(kind: str, buckets: Mapping[str, Mapping[str, Any]] | None, order: 
 
 
 def _failures(items: Sequence[Mapping[str, Any]], with_baseline: bool) -> str:
-    failed = [item for item in items if not item.get("passed") and item.get("verdict") != "gold_error"]
+    failed = [i for i in items if not i.get("passed") and i.get("verdict") != "gold_error"]
     if not failed:
         return ""
     header = "| case | verdict | reason |" + (" baseline |" if with_baseline else "")
     rows = [header, "|---|---|---|" + ("---|" if with_baseline else "")]
     for item in failed[:MAX_FAILURES]:
-        cells = [_code(_label(item), in_table=True), _cell(item.get("verdict")), _cell(item.get("reason"))]
+        cells = [_code(_label(item), in_table=True), _cell(item.get("verdict"))]
+        cells.append(_cell(item.get("reason")))
         row = "| " + " | ".join(cells) + " |"
         if with_baseline:
             row += f" {_cell(item.get('baseline'))} |"
@@ -205,7 +207,9 @@ def _label(item: Mapping[str, Any]) -> str:
 
 
 def _ratio(passed: int, judged: int) -> str:
-    return f"{passed}/{judged} = {_percent(passed / judged)}" if judged else f"{passed}/0 (no case judged)"
+    if not judged:
+        return f"{passed}/0 (no case judged)"
+    return f"{passed}/{judged} = {_percent(passed / judged)}"
 
 
 def _percent(value: float | None) -> str:

@@ -1,0 +1,142 @@
+"""DuckDB engine: a read-only connection that can reach no file but its own database.
+
+DuckDB parses the SQL itself (`extract_statements`), so the statement check is exact: one
+statement, of type SELECT (which includes `FROM t`, `VALUES`, `DESCRIBE`, `SHOW`); the very
+statement object that was checked is the one executed. That refusal matters, because a
+read-only DuckDB connection still accepts `CREATE TEMP TABLE`, which would shadow tables for
+later queries. `enable_external_access = false` (locked, with extension autoloading off) keeps
+`read_csv('/etc/passwd')`, `COPY ... TO` and `ATTACH` from touching files. A timer thread calls
+`interrupt()` at the deadline, covering execution and fetching alike.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pytest_nl2sql.engines.base import (
+    DatabaseMissing,
+    Limits,
+    QueryError,
+    QueryResult,
+    QueryTimeout,
+    SizeBudget,
+    plain_row,
+)
+
+INSTALL_HINT = "pip install 'pytest-nl2sql[all]'"
+FETCH_BATCH = 500
+
+READ_ONLY_CONFIG = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "lock_configuration": True,
+}
+
+
+def _duckdb() -> Any:
+    try:
+        import duckdb
+    except ImportError:
+        raise DatabaseMissing(
+            f"DuckDB databases need the duckdb package: {INSTALL_HINT}"
+        ) from None
+    return duckdb
+
+
+class DuckdbEngine:
+    """One read-only DuckDB connection to a database file."""
+
+    dialect = "duckdb"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._duckdb = duckdb = _duckdb()
+        if not path.is_file():
+            raise DatabaseMissing(f"database file not found: {path}")
+        try:
+            self._conn = duckdb.connect(
+                str(path), read_only=True, config=dict(READ_ONLY_CONFIG)
+            )
+        except duckdb.Error as error:
+            raise DatabaseMissing(f"cannot open DuckDB database {path}: {error}") from None
+
+    def execute(self, sql: str, limits: Limits) -> QueryResult:
+        duckdb = self._duckdb
+        conn = self._conn
+        try:
+            statements = conn.extract_statements(sql)
+        except duckdb.Error as error:
+            raise QueryError(_message(error)) from None
+        if not statements:
+            raise QueryError("the query contains no SQL statement")
+        if len(statements) > 1:
+            raise QueryError("only one SQL statement may run per query; found more than one")
+        (statement,) = statements
+        if statement.type != duckdb.StatementType.SELECT:
+            kind = statement.type.name
+            raise QueryError(f"only a read-only SELECT may run, not {kind}")
+        deadline = time.monotonic() + limits.timeout
+        timer = threading.Timer(limits.timeout, conn.interrupt)
+        timer.daemon = True
+        timer.start()
+        try:
+            cursor = conn.execute(statement)
+            columns = tuple(d[0] for d in cursor.description or ())
+            rows = _fetch(cursor, limits)
+        except (duckdb.InterruptException, RuntimeError) as error:
+            if time.monotonic() >= deadline:
+                raise QueryTimeout(
+                    f"the query ran longer than {limits.timeout:g} s and was stopped"
+                ) from None
+            raise QueryError(_message(error)) from None
+        except duckdb.Error as error:
+            raise QueryError(_message(error)) from None
+        finally:
+            timer.cancel()
+            timer.join()
+        return QueryResult(columns, rows)
+
+    def _tables(self) -> list[tuple[str, str]]:
+        return self._conn.execute(
+            "SELECT table_name, sql FROM duckdb_tables() WHERE NOT internal"
+            " AND schema_name = current_schema() ORDER BY table_oid"
+        ).fetchall()
+
+    def schema_ddl(self) -> str:
+        return "\n\n".join(sql.strip() for _, sql in self._tables())
+
+    def schema_columns(self) -> dict[str, list[str]]:
+        rows = self._conn.execute(
+            "SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal"
+            " AND schema_name = current_schema() ORDER BY table_oid, column_index"
+        ).fetchall()
+        columns: dict[str, list[str]] = {}
+        for table, column in rows:
+            columns.setdefault(table, []).append(column)
+        return columns
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __repr__(self) -> str:
+        return f"DuckdbEngine({str(self.path)!r})"
+
+
+def _fetch(cursor: Any, limits: Limits) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
+    budget = SizeBudget(limits)
+    batch = max(1, min(FETCH_BATCH, limits.max_rows + 1))
+    while chunk := cursor.fetchmany(batch):
+        for raw in chunk:
+            row = plain_row(raw)
+            budget.add(row)
+            rows.append(row)
+    return rows
+
+
+def _message(error: Exception) -> str:
+    return str(error).strip()

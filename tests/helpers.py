@@ -1,0 +1,42 @@
+"""Small builders shared by the end-to-end tests: a shop database and case files."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SHOP_SQL = """
+CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, price REAL, category TEXT);
+INSERT INTO item VALUES (1, 'pen', 1.5, 'office'), (2, 'ink', 3.0, 'office'),
+                        (3, 'pad', 2.0, 'office'), (4, 'cap', 0.5, 'clothes'), (5, 'mug', 7.0, 'kitchen');
+CREATE TABLE sale(item_id INTEGER REFERENCES item(id), qty INTEGER);
+INSERT INTO sale VALUES (1, 3), (1, 2), (2, 1), (5, 4);
+"""
+
+
+def make_shop(directory: Path, name: str = "shop.sqlite") -> Path:
+    path = directory / name
+    con = sqlite3.connect(path)
+    con.executescript(SHOP_SQL)
+    con.commit()
+    con.close()
+    return path
+
+
+def write_suite(directory: Path, cases: list[dict[str, Any]], name: str = "shop.nl2sql.yaml", **defaults: Any) -> Path:
+    path = directory / name
+    path.write_text(yaml.safe_dump({**defaults, "cases": cases}, sort_keys=False))
+    return path
+
+
+def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())

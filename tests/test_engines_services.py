@@ -1,0 +1,266 @@
+"""PostgreSQL, MariaDB/MySQL and DuckDB engines against real databases on this machine.
+
+The servers are the ones CI provides on loopback (PostgreSQL 127.0.0.1:5432, trust auth, user
+postgres or root, database `test`; MariaDB 127.0.0.1:3306, root with an empty password,
+database `test`). A test skips, naming the reason, when its driver or server is missing. Each
+test run creates its own uniquely named schema (PostgreSQL) or database (MariaDB) and drops it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pytest_nl2sql.engines import (
+    DatabaseMissing,
+    EngineError,
+    Limits,
+    QueryError,
+    QueryTimeout,
+    TooManyRows,
+    open_engine,
+)
+from pytest_nl2sql.engines.duckdb import READ_ONLY_CONFIG
+
+pytestmark = pytest.mark.services
+
+LIMITS = Limits(timeout=0.5, max_rows=1_000, max_bytes=1_000_000)
+ROWS = [(1, "one", "2020-01-02", 1.5), (2, "two", None, 3)]
+
+
+@dataclass
+class Database:
+    """A scratch database on one engine: its URL, and a count of `t` seen by an admin."""
+
+    url: str
+    dialect: str
+    count_rows: Callable[[], int]
+    hostile: list[tuple[str, type[EngineError]]] = field(default_factory=list)
+
+
+COMMON_HOSTILE: list[tuple[str, type[EngineError]]] = [
+    ("INSERT INTO t VALUES (3, 'three', NULL, 0)", QueryError),
+    ("UPDATE t SET s = 'changed'", QueryError),
+    ("DELETE FROM t", QueryError),
+    ("DROP TABLE t", QueryError),
+    ("CREATE TABLE u (x INTEGER)", QueryError),
+    ("CREATE TEMPORARY TABLE t (x INTEGER)", QueryError),
+    ("ALTER TABLE t ADD COLUMN y INTEGER", QueryError),
+    ("SELECT 1; DROP TABLE t", QueryError),
+    ("COMMIT", QueryError),
+    ("BEGIN", QueryError),
+    ("ROLLBACK", QueryError),
+    ("SELECT * FROM t; SELECT 2", QueryError),
+    ("", QueryError),
+]
+
+
+def _postgres(schema: str) -> Iterator[Database]:
+    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed")
+    last_error: Exception | None = None
+    for user in ("postgres", "root"):
+        base = f"postgresql://{user}@127.0.0.1:5432/test"
+        try:
+            admin = psycopg.connect(base, autocommit=True, connect_timeout=3)
+            break
+        except psycopg.Error as error:
+            last_error = error
+    else:
+        pytest.skip(f"no PostgreSQL server at 127.0.0.1:5432 database test: {last_error}")
+    admin.execute(f'CREATE SCHEMA "{schema}"')
+    admin.execute(
+        f'CREATE TABLE "{schema}".t (x INTEGER PRIMARY KEY, s TEXT, d DATE, n NUMERIC(10, 2))'
+    )
+    admin.execute(
+        f"INSERT INTO \"{schema}\".t VALUES (1, 'one', '2020-01-02', 1.5), (2, 'two', NULL, 3)"
+    )
+
+    def count_rows() -> int:
+        return admin.execute(f'SELECT count(*) FROM "{schema}".t').fetchone()[0]
+
+    hostile = [
+        ("SELECT pg_sleep(30)", QueryTimeout),
+        ("SELECT count(*) FROM generate_series(1, 10000000000)", QueryTimeout),
+        ("SELECT * FROM generate_series(1, 100000)", TooManyRows),
+        ("SELECT repeat('x', 100000) FROM generate_series(1, 100)", TooManyRows),
+        ("SELECT pg_read_file('/etc/passwd')", QueryError),
+        ("SELECT pg_catalog.pg_ls_dir('.')", QueryError),
+        ("COPY t TO '/tmp/nl2sql-copied.csv'", QueryError),
+        ("COPY (SELECT 1) TO PROGRAM 'touch /tmp/nl2sql-pwned'", QueryError),
+        ("SET search_path = pg_catalog", QueryError),
+        ("SET default_transaction_read_only = off", QueryError),
+        ("WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d", QueryError),
+        ("SELECT pg_advisory_lock(42)", QueryError),
+        ("SELECT nextval('nope_seq')", QueryError),
+        ("DO $$ BEGIN DELETE FROM t; END $$", QueryError),
+    ]
+    try:
+        yield Database(
+            url=f"{base}?options=-csearch_path%3D{schema}",
+            dialect="postgres",
+            count_rows=count_rows,
+            hostile=COMMON_HOSTILE + hostile,
+        )
+    finally:
+        admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        admin.close()
+
+
+def _mariadb(database: str) -> Iterator[Database]:
+    pymysql = pytest.importorskip("pymysql", reason="PyMySQL is not installed")
+    try:
+        admin = pymysql.connect(
+            host="127.0.0.1", port=3306, user="root", password="", database="test",
+            autocommit=True, connect_timeout=3,
+        )  # fmt: skip
+    except pymysql.Error as error:
+        pytest.skip(f"no MariaDB/MySQL server at 127.0.0.1:3306 database test: {error}")
+
+    def run(sql: str) -> list[tuple]:
+        with admin.cursor() as cursor:
+            cursor.execute(sql)
+            return list(cursor.fetchall())
+
+    def count_rows() -> int:
+        return run(f"SELECT count(*) FROM `{database}`.t")[0][0]
+
+    run(f"CREATE DATABASE `{database}`")
+    run(f"CREATE TABLE `{database}`.t (x INTEGER PRIMARY KEY, s TEXT, d DATE, n DECIMAL(10, 2))")
+    run(f"INSERT INTO `{database}`.t VALUES (1, 'one', '2020-01-02', 1.5), (2, 'two', NULL, 3)")
+    hostile = [
+        ("SELECT SLEEP(30)", QueryTimeout),
+        (
+            "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 100000)"
+            " SELECT n FROM c",
+            TooManyRows,
+        ),
+        ("SELECT x INTO OUTFILE '/tmp/nl2sql-outfile.txt' FROM t", QueryError),
+        ("SELECT x FROM t INTO @v", QueryError),
+        ("SELECT @v := 1", QueryError),
+        ("SELECT LOAD_FILE('/etc/passwd')", QueryError),
+        ("SELECT GET_LOCK('nl2sql', 0)", QueryError),
+        ("SET GLOBAL max_connections = 1", QueryError),
+        ("SET @@session.sql_mode = 'ANSI'", QueryError),
+        ("SET autocommit = 1", QueryError),
+        ("START TRANSACTION", QueryError),
+        ("LOCK TABLES t WRITE", QueryError),
+        ("GRANT ALL ON *.* TO 'nobody'@'%'", QueryError),
+    ]
+    try:
+        yield Database(
+            url=f"mysql://root@127.0.0.1:3306/{database}",
+            dialect="mysql",
+            count_rows=count_rows,
+            hostile=COMMON_HOSTILE + hostile,
+        )
+    finally:
+        run(f"DROP DATABASE IF EXISTS `{database}`")
+        admin.close()
+
+
+def _duckdb(directory: Path) -> Iterator[Database]:
+    duckdb = pytest.importorskip("duckdb", reason="duckdb is not installed")
+    path = directory / "scratch.duckdb"
+    conn = duckdb.connect(str(path))
+    conn.execute("CREATE TABLE t (x INTEGER PRIMARY KEY, s VARCHAR, d DATE, n DECIMAL(10, 2))")
+    conn.execute("INSERT INTO t VALUES (1, 'one', '2020-01-02', 1.5), (2, 'two', NULL, 3)")
+    conn.close()
+
+    def count_rows() -> int:
+        # DuckDB shares one instance per file, so a second connection needs the same config
+        with duckdb.connect(str(path), read_only=True, config=dict(READ_ONLY_CONFIG)) as reader:
+            return reader.execute("SELECT count(*) FROM t").fetchone()[0]
+
+    hostile = [
+        ("SELECT count(*) FROM range(1000000000000)", QueryTimeout),
+        ("SELECT * FROM range(100000)", TooManyRows),
+        ("SELECT repeat('x', 100000) FROM range(100)", TooManyRows),
+        ("SELECT * FROM read_csv('/etc/passwd')", QueryError),
+        ("COPY t TO '/tmp/nl2sql-duck.csv'", QueryError),
+        ("ATTACH '/tmp/nl2sql-attached.duckdb' AS a", QueryError),
+        ("SET enable_external_access = true", QueryError),
+        ("PRAGMA enable_profiling", QueryError),
+        ("INSTALL httpfs", QueryError),
+        ("CREATE TEMP VIEW t AS SELECT 99 AS x", QueryError),
+    ]
+    yield Database(
+        url=f"duckdb:///{path}",
+        dialect="duckdb",
+        count_rows=count_rows,
+        hostile=COMMON_HOSTILE + hostile,
+    )
+
+
+@pytest.fixture(scope="module", params=["postgres", "mariadb", "duckdb"])
+def database(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[Database]:
+    name = f"nl2sql_test_{uuid.uuid4().hex[:12]}"
+    factory = {
+        "postgres": lambda: _postgres(name),
+        "mariadb": lambda: _mariadb(name),
+        "duckdb": lambda: _duckdb(tmp_path_factory.mktemp("duck")),
+    }[request.param]
+    yield from factory()
+
+
+@pytest.fixture(scope="module")
+def engine(database: Database):
+    engine = open_engine(database.url)
+    yield engine
+    engine.close()
+
+
+def test_rows_come_back_as_plain_values(engine, database: Database) -> None:
+    result = engine.execute("SELECT x, s, d, n FROM t ORDER BY x", LIMITS)
+    assert engine.dialect == database.dialect
+    assert [c.lower() for c in result.columns] == ["x", "s", "d", "n"]
+    assert result.rows == ROWS
+    assert [type(v) for v in result.rows[1]] == [int, str, type(None), int]
+    assert engine.schema_columns()["t"] == ["x", "s", "d", "n"]
+    assert "t" in engine.schema_ddl()
+
+
+def test_aggregates_are_int_or_float(engine) -> None:
+    total, mean, count = engine.execute("SELECT sum(x), avg(x), count(*) FROM t", LIMITS).rows[0]
+    assert (total, mean, count) == (3, 1.5, 2)
+    assert type(total) is int and type(mean) is float and type(count) is int
+
+
+def test_hostile_queries_are_refused_and_change_nothing(engine, database: Database) -> None:
+    for sql, expected in database.hostile:
+        with pytest.raises(expected):
+            engine.execute(sql, LIMITS)
+        # the engine's own connection is still healthy, and the data is unchanged
+        assert engine.execute("SELECT x, s FROM t ORDER BY x", LIMITS).rows == [
+            (1, "one"),
+            (2, "two"),
+        ], sql
+    assert database.count_rows() == 2
+    for leftover in ("nl2sql-copied.csv", "nl2sql-pwned", "nl2sql-outfile.txt", "nl2sql-duck.csv"):
+        assert not (Path("/tmp") / leftover).exists()
+
+
+def test_query_errors_carry_the_database_message(engine) -> None:
+    with pytest.raises(QueryError, match="(?i)nope"):
+        engine.execute("SELECT nope FROM t", LIMITS)
+    assert engine.execute("SELECT count(*) FROM t", LIMITS).rows == [(2,)]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://postgres@127.0.0.1:1/test", "mysql://root@127.0.0.1:1/test"],
+)
+def test_unreachable_server_is_database_missing(url: str) -> None:
+    pytest.importorskip("psycopg" if url.startswith("postgresql") else "pymysql")
+    with pytest.raises(DatabaseMissing, match="127.0.0.1"):
+        open_engine(url)
+
+
+def test_missing_duckdb_file_is_database_missing(tmp_path: Path) -> None:
+    pytest.importorskip("duckdb")
+    with pytest.raises(DatabaseMissing, match="nope.duckdb"):
+        open_engine(f"duckdb:///{tmp_path / 'nope.duckdb'}")
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,233 @@
+"""End to end through pytest: collection, verdicts, failure text, summary and JSON report.
+
+Every test runs without xdist, with `-n 0` and with `-n 2`: the numbers must not depend on it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import make_shop, read_report, write_jsonl, write_suite
+
+CASES = [
+    {"id": "count", "question": "How many items?", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) FROM item", "tags": ["agg"]},
+    {"id": "swap", "question": "Names and prices", "gold": "SELECT name, price FROM item", "predicted": "SELECT price, name FROM item"},
+    {"id": "cheap", "question": "Cheap items", "gold": "SELECT name FROM item WHERE price < 2", "predicted": "SELECT name FROM item WHERE price <= 2"},
+    {"id": "typo", "question": "Typo", "gold": "SELECT name FROM item", "predicted": "SELECT nam FROM item"},
+    {"id": "broken", "question": "Broken gold", "gold": "SELECT nope FROM item", "predicted": "SELECT 1"},
+]
+
+
+@pytest.fixture(params=[[], ["-n", "0"], ["-n", "2"]], ids=["plain", "n0", "n2"])
+def xdist_args(request: pytest.FixtureRequest) -> list[str]:
+    return request.param
+
+
+@pytest.fixture
+def shop(pytester: pytest.Pytester) -> pytest.Pytester:
+    make_shop(pytester.path)
+    return pytester
+
+
+def test_verdicts_outcomes_and_summary(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+    write_suite(shop.path, CASES, database="shop.sqlite")
+    result = shop.runpytest(*xdist_args, "--nl2sql-report=json:report.json")
+    result.assert_outcomes(passed=2, failed=2, errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*= nl2sql =*",
+        "execution accuracy 2/4 = 50.0%",
+        "errors: 1 case(s) could not be judged*",
+    ])
+    report = read_report(shop.path / "report.json")
+    verdicts = {i["id"]: i["verdict"] for i in report["items"]}
+    assert verdicts == {"count": "pass", "swap": "pass", "cheap": "mismatch", "typo": "pred_error", "broken": "gold_error"}
+    s = report["summary"]
+    assert (s["total"], s["passed"], s["errors"]) == (5, 2, 1)
+    assert s["accuracy"] == pytest.approx(0.5)
+    assert [i["id"] for i in report["items"]] == [c["id"] for c in CASES]  # collection order
+    item = report["items"][2]
+    assert item["nodeid"] == "shop.nl2sql.yaml::cheap"
+    assert item["file"] == "shop.nl2sql.yaml"
+    assert item["database"] == "shop.sqlite"
+    assert item["reason"] == "row count"
+    assert item["tags"] == [] and report["items"][0]["tags"] == ["agg"]
+    assert s["by_tag"]["agg"] == {"total": 1, "passed": 1, "errors": 0, "accuracy": 1.0}
+
+
+def test_failure_explains_itself(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+    cases = [{"id": "wrong", "question": "Office items", "gold": "SELECT name, price FROM item WHERE category = 'office'",
+              "predicted": "SELECT price, name FROM item WHERE price < 3"}]
+    write_suite(shop.path, cases, database="shop.sqlite")
+    result = shop.runpytest(*xdist_args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*nl2sql case wrong*mismatch (values)*",
+        "question: Office items",
+        "gold: SELECT name, price FROM item WHERE category = 'office'",
+        "predicted: SELECT price, name FROM item WHERE price < 3",
+        "columns paired (gold <-> predicted): name <-> name, price <-> price",
+        "missing from the prediction (1 row):",
+        "  - ('ink', 3.0)",
+        "unexpected in the prediction (1 row):",
+        "  + ('cap', 0.5)",
+    ])
+
+
+def test_error_verdicts_timeout_row_cap_no_prediction(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+    cases = [
+        {"id": "forever", "gold": "SELECT 1", "predicted": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"},
+        {"id": "big", "gold": "SELECT 1", "predicted": "SELECT * FROM item a, item b, item c"},
+        {"id": "nothing", "gold": "SELECT 1"},
+        {"id": "blank", "gold": "SELECT 1", "predicted": "   "},
+        {"id": "gold-too-big", "gold": "SELECT * FROM item a, item b, item c", "predicted": "SELECT 1"},
+    ]
+    write_suite(shop.path, cases, database="shop.sqlite")
+    result = shop.runpytest(*xdist_args, "--nl2sql-timeout=0.5", "--nl2sql-max-rows=100", "--nl2sql-report=json:r.json")
+    result.assert_outcomes(failed=4, errors=1)
+    verdicts = {i["id"]: i["verdict"] for i in read_report(shop.path / "r.json")["items"]}
+    assert verdicts == {"forever": "pred_timeout", "big": "too_many_rows", "nothing": "no_prediction",
+                        "blank": "no_prediction", "gold-too-big": "gold_error"}
+
+
+def test_missing_database_is_an_error_not_a_crash(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+    write_suite(pytester.path, [{"id": "a", "gold": "SELECT 1", "predicted": "SELECT 1"},
+                                {"id": "b", "gold": "SELECT 2"}], database="nowhere.sqlite")
+    result = pytester.runpytest(*xdist_args, "--nl2sql-report=json:r.json")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*nowhere.sqlite*"])
+    assert not (pytester.path / "nowhere.sqlite").exists()
+    assert {i["verdict"] for i in read_report(pytester.path / "r.json")["items"]} == {"gold_error"}
+
+
+def test_file_formats_and_inherited_defaults(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+    (shop.path / "single.nl2sql.yaml").write_text(
+        "id: one\nquestion: q\ndatabase: shop.sqlite\ngold: SELECT 1\npredicted: SELECT 1.0\n")
+    (shop.path / "multi.nl2sql.yml").write_text(
+        "database: shop.sqlite\ngold: SELECT 1\npredicted: SELECT 1\n---\n"
+        "database: shop.sqlite\ngold: SELECT 2\npredicted: SELECT '2'\n")
+    write_jsonl(shop.path / "lines.nl2sql.jsonl", [
+        {"question_id": 7, "database": "shop.sqlite", "SQL": "SELECT name FROM item", "predicted": "SELECT name FROM item",
+         "difficulty": "simple", "evidence": "names"},
+        {"database": "shop.sqlite", "query": "SELECT 3", "predicted": "SELECT 4"},
+    ])
+    write_suite(shop.path, [{"id": "inherits", "gold": "SELECT count(*) FROM item"},
+                            {"id": "overrides", "gold": "SELECT 1", "predicted": "SELECT 1", "tags": ["own"]}],
+                database="shop.sqlite", tags=["suite"], predicted="SELECT 5")
+    result = shop.runpytest(*xdist_args, "--nl2sql-report=json:r.json")
+    result.assert_outcomes(passed=6, failed=1)
+    verdicts = {i["nodeid"]: i["verdict"] for i in read_report(shop.path / "r.json")["items"]}
+    assert verdicts == {
+        "lines.nl2sql.jsonl::7": "pass", "lines.nl2sql.jsonl::case-0001": "mismatch",
+        "multi.nl2sql.yml::case-0000": "pass", "multi.nl2sql.yml::case-0001": "pass",
+        "shop.nl2sql.yaml::inherits": "pass", "shop.nl2sql.yaml::overrides": "pass", "single.nl2sql.yaml::one": "pass",
+    }
+    items = {i["nodeid"]: i for i in read_report(shop.path / "r.json")["items"]}
+    assert items["lines.nl2sql.jsonl::7"]["hardness"] == "simple"
+    assert items["shop.nl2sql.yaml::inherits"]["tags"] == ["suite"]
+    assert items["shop.nl2sql.yaml::overrides"]["tags"] == ["suite", "own"]
+
+
+def test_malformed_files_name_file_and_line_and_the_rest_runs(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+    (shop.path / "bad.nl2sql.yaml").write_text("cases:\n  - id: a\n    gold: SELECT 1\n    predicted: [unclosed\n")
+    (shop.path / "keys.nl2sql.yaml").write_text(
+        "database: shop.sqlite\ncases:\n  - id: fine\n    gold: SELECT 1\n    predicted: SELECT 1\n"
+        "  - id: typo\n    gold_sql: SELECT 1\n  - id: fine\n    gold: SELECT 2\n")
+    (shop.path / "lines.nl2sql.jsonl").write_text('{"database": "shop.sqlite", "gold": "SELECT 1", "predicted": "SELECT 1"}\n{oops\n')
+    write_suite(shop.path, [{"id": "ok", "gold": "SELECT 1", "predicted": "SELECT 1"}], database="shop.sqlite")
+    result = shop.runpytest(*xdist_args)
+    result.assert_outcomes(passed=3, errors=4)
+    result.stdout.fnmatch_lines_random([
+        "*bad.nl2sql.yaml:4: invalid YAML*",
+        "*keys.nl2sql.yaml:6: unknown key 'gold_sql'*",
+        "*keys.nl2sql.yaml:8: duplicate id 'fine' (first used on line 3)*",
+        "*lines.nl2sql.jsonl:2: invalid JSON*",
+    ])
+
+
+def test_keyword_selection_by_tag_database_and_hardness(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+    write_suite(shop.path, [
+        {"id": "a", "gold": "SELECT 1", "predicted": "SELECT 1", "tags": ["joins"]},
+        {"id": "b", "gold": "SELECT name FROM item", "predicted": "SELECT name FROM item", "hardness": "extra"},
+        {"id": "c", "gold": "SELECT 1", "predicted": "SELECT 1"},
+    ], database="shop.sqlite")
+    shop.runpytest(*xdist_args, "-k", "joins").assert_outcomes(passed=1)
+    shop.runpytest(*xdist_args, "-k", "extra").assert_outcomes(passed=1)
+    shop.runpytest(*xdist_args, "-k", "shop.sqlite and not joins").assert_outcomes(passed=2)
+
+
+def test_predictions_files_jsonl_and_aligned(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+    cases = [{"id": "a", "gold": "SELECT 1"}, {"id": "b", "gold": "SELECT 2"}, {"id": "c", "gold": "SELECT 3", "predicted": "SELECT 3"}]
+    write_suite(shop.path, cases, database="shop.sqlite")
+    write_jsonl(shop.path / "p.jsonl", [{"id": "a", "predicted": "SELECT 1"}, {"id": "b", "predicted": "SELECT 9"}])
+    shop.runpytest(*xdist_args, "--nl2sql-predictions=p.jsonl").assert_outcomes(passed=2, failed=1)
+    # one query per line, aligned with the cases; a blank line is an empty prediction, never a shift
+    (shop.path / "p.sql").write_text("SELECT 1\n\nSELECT 3\tshop\n")
+    result = shop.runpytest(*xdist_args, "--nl2sql-predictions=p.sql", "--nl2sql-report=json:r.json")
+    result.assert_outcomes(passed=2, failed=1)
+    assert [i["verdict"] for i in read_report(shop.path / "r.json")["items"]] == ["pass", "no_prediction", "pass"]
+
+
+def test_aligned_predictions_with_several_suites_is_a_usage_error(shop: pytest.Pytester) -> None:
+    write_suite(shop.path, [{"id": "a", "gold": "SELECT 1"}], database="shop.sqlite")
+    write_suite(shop.path, [{"id": "b", "gold": "SELECT 1"}], name="other.nl2sql.yaml", database="shop.sqlite")
+    (shop.path / "p.sql").write_text("SELECT 1\n")
+    result = shop.runpytest("--nl2sql-predictions=p.sql")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*aligned with one suite*2 case files*"])
+
+
+def test_db_id_layout_and_db_dir_option(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+    (pytester.path / "dbs" / "shop").mkdir(parents=True)
+    make_shop(pytester.path / "dbs" / "shop", "shop.sqlite")
+    write_suite(pytester.path, [{"id": "a", "db_id": "shop", "gold": "SELECT count(*) FROM item", "predicted": "SELECT 5"}])
+    result = pytester.runpytest(*xdist_args, "--nl2sql-db-dir=dbs", "--nl2sql-report=json:r.json")
+    result.assert_outcomes(passed=1)
+    assert read_report(pytester.path / "r.json")["items"][0]["database"] == "shop"
+
+
+def test_json_report_identical_with_and_without_xdist(shop: pytest.Pytester) -> None:
+    write_suite(shop.path, CASES * 1, database="shop.sqlite")
+    reports = []
+    for args in ([], ["-n", "2"]):
+        shop.runpytest(*args, "--nl2sql-report=json:r.json")
+        data = read_report(shop.path / "r.json")
+        for item in data["items"]:
+            item.pop("latency")
+        data["summary"].pop("latency")
+        reports.append(data)
+    assert reports[0] == reports[1]
+
+
+def test_without_xdist_plugin(shop: pytest.Pytester) -> None:
+    write_suite(shop.path, CASES, database="shop.sqlite")
+    shop.runpytest("-p", "no:xdist").assert_outcomes(passed=2, failed=2, errors=1)
+
+
+def test_assert_on_query_results_shows_the_diff(shop: pytest.Pytester) -> None:
+    shop.makepyfile(
+        """
+        from pytest_nl2sql.engines import open_engine
+        from pytest_nl2sql.engines.base import Limits
+
+        def test_results():
+            db = open_engine("shop.sqlite")
+            pred = db.execute("SELECT name FROM item WHERE price < 3", Limits())
+            gold = db.execute("SELECT name FROM item WHERE price <= 3", Limits())
+            assert pred == gold
+        """
+    )
+    result = shop.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*query results differ (row count)*", "*missing from the prediction (1 row):*", "*'ink'*"])
+
+
+def test_report_paths_are_relative_to_the_invocation_dir(shop: pytest.Pytester) -> None:
+    write_suite(shop.path, [{"id": "a", "gold": "SELECT 1", "predicted": "SELECT 1"}], database="shop.sqlite")
+    result = shop.runpytest("--nl2sql-report=json", "--nl2sql-report=json:out/x.json")
+    result.assert_outcomes(passed=1)
+    assert json.loads((shop.path / "nl2sql-report.json").read_text())["summary"]["passed"] == 1
+    assert (shop.path / "out" / "x.json").exists()
+    result.stdout.fnmatch_lines(["json report: *nl2sql-report.json"])
