@@ -444,10 +444,16 @@ class _PermutationSearch:
         gold_sigs = [Counter(col) for col in self.gold_exact]
         pred_sigs = [Counter(self.pred_exact[members[0]]) for members in self.classes]
         self.candidates: list[list[int]] = []
-        for i in range(width):
-            fits = [k for k, members in enumerate(self.classes)
-                    if self._signature_fits(gold_sigs[i], pred_sigs[k], gold_cols[i], pred_cols[members[0]])]
-            self.candidates.append(fits)
+        if not self.contain and not comparer.tolerant:  # equal signatures: look them up, do not scan
+            by_signature: dict[frozenset, list[int]] = {}
+            for k, sig in enumerate(pred_sigs):
+                by_signature.setdefault(frozenset(sig.items()), []).append(k)
+            self.candidates = [by_signature.get(frozenset(sig.items()), []) for sig in gold_sigs]
+        else:
+            for i in range(width):
+                fits = [k for k, members in enumerate(self.classes)
+                        if self._signature_fits(gold_sigs[i], pred_sigs[k], gold_cols[i], pred_cols[members[0]])]
+                self.candidates.append(fits)
         self.order = sorted(range(width), key=lambda i: (len(self.candidates[i]), i))
         self.budget = max(_SEARCH_WORK // max(len(comparer.ngold), 1), _MIN_SEARCH_NODES)
         self.gave_up = False
@@ -465,38 +471,55 @@ class _PermutationSearch:
         return True
 
     def find(self) -> tuple[int, ...] | None:
+        """Depth-first over the gold columns in `order` (iterative: results can be very wide)."""
         if any(not cands for cands in self.candidates):
             return None
-        n_gold, n_pred = len(self.c.ngold), len(self.c.npred)
         used = [0] * len(self.classes)
         assignment = [-1] * self.width
-        result = self._extend(0, [0] * n_gold, [0] * n_pred, used, assignment)
-        return tuple(result) if result is not None else None
-
-    def _extend(self, depth: int, gold_ids: list[int], pred_ids: list[int], used: list[int],
-                assignment: list[int]) -> list[int] | None:
-        if depth == self.width:
-            return list(assignment) if self._leaf_ok(gold_ids, pred_ids, assignment) else None
-        i = self.order[depth]
-        for k in self.candidates[i]:
-            members = self.classes[k]
-            if used[k] >= len(members):
+        # a frame: [depth, gold row ids, predicted row ids, next candidate position, class chosen]
+        frames: list[list[Any]] = [[0, [0] * len(self.c.ngold), [0] * len(self.c.npred), 0, -1]]
+        while frames:
+            frame = frames[-1]
+            depth, gold_ids, pred_ids = frame[0], frame[1], frame[2]
+            if depth == self.width:
+                if self._leaf_ok(gold_ids, pred_ids, assignment):
+                    return tuple(assignment)
+                frames.pop()
+                self._undo(frames[-1], used, assignment)
                 continue
-            self.budget -= 1
-            if self.budget < 0:
-                self.gave_up = True
-                return None
-            refined = self._refine(gold_ids, pred_ids, self.gold_exact[i], self.pred_exact[members[used[k]]])
-            if refined is None:
+            i = self.order[depth]
+            candidates = self.candidates[i]
+            child = None
+            while frame[3] < len(candidates):
+                k = candidates[frame[3]]
+                frame[3] += 1
+                members = self.classes[k]
+                if used[k] >= len(members):
+                    continue
+                self.budget -= 1
+                if self.budget < 0:
+                    self.gave_up = True
+                    return None
+                refined = self._refine(gold_ids, pred_ids, self.gold_exact[i], self.pred_exact[members[used[k]]])
+                if refined is not None:
+                    assignment[i] = members[used[k]]
+                    used[k] += 1
+                    frame[4] = k
+                    child = [depth + 1, refined[0], refined[1], 0, -1]
+                    break
+            if child is not None:
+                frames.append(child)
                 continue
-            assignment[i] = members[used[k]]
-            used[k] += 1
-            found = self._extend(depth + 1, refined[0], refined[1], used, assignment)
-            used[k] -= 1
-            assignment[i] = -1
-            if found is not None or self.gave_up:
-                return found
+            frames.pop()
+            if frames:
+                self._undo(frames[-1], used, assignment)
         return None
+
+    def _undo(self, frame: list[Any], used: list[int], assignment: list[int]) -> None:
+        """Take back the choice `frame` made for its gold column, so it can try its next candidate."""
+        used[frame[4]] -= 1
+        assignment[self.order[frame[0]]] = -1
+        frame[4] = -1
 
     def _refine(self, gold_ids: list[int], pred_ids: list[int], gold_col: tuple, pred_col: tuple
                 ) -> tuple[list[int], list[int]] | None:

@@ -291,6 +291,11 @@ class TestPermutationEdgeCases:
         broken[17] = tuple(x + 1 for x in broken[17])
         assert not compare_results(gold, broken)
 
+    def test_very_wide_results_do_not_exhaust_the_stack(self):
+        gold = [tuple(range(i, i + 2000)) for i in range(5)]
+        result = compare_results(gold, [tuple(reversed(r)) for r in gold])
+        assert result and result.pairing[0] == 1999
+
     def test_search_gives_up_beyond_its_budget_with_a_mismatch_that_says_so(self, monkeypatch):
         import pytest_nl2sql.compare as compare
 
