@@ -120,8 +120,12 @@ def judge(
     dialect: str | None = None,
     compare: Mapping[str, Any] | None = None,
     spider_compat: bool = False,
+    fingerprint: bool = False,
 ) -> Judgement:
-    """Execute the prediction and compare it with every gold result; the best comparison wins."""
+    """Execute the prediction and compare it with every gold result; the best comparison wins.
+
+    `fingerprint` asks for a hash of the predicted result (baselines keep one); it costs a pass
+    over every value, so it is computed only when wanted."""
     if predicted is None or not str(predicted).strip():
         return Judgement(Verdict.NO_PREDICTION, "no prediction for this case")
     options = CompareOptions.from_mapping({**(compare or {}), **({"mode": "spider"} if spider_compat else {})})
@@ -138,7 +142,7 @@ def judge(
         return Judgement(Verdict.TOO_MANY_ROWS, str(e), executed=sql)
     except EngineError as e:
         return Judgement(Verdict.PRED_ERROR, str(e), executed=sql)
-    fingerprint = result_fingerprint(result.rows, gold.order_matters)
+    digest = result_fingerprint(result.rows, gold.order_matters) if fingerprint else None
     best: tuple[int, Comparison] | None = None
     for index, gold_result in enumerate(gold.results):
         comparison = compare_results(
@@ -146,12 +150,12 @@ def judge(
             gold_columns=len(gold_result.columns), pred_columns=len(result.columns),
         )
         if comparison.match:
-            return Judgement(Verdict.PASS, None, comparison, index, result, fingerprint, sql)
+            return Judgement(Verdict.PASS, None, comparison, index, result, digest, sql)
         if best is None or _closeness(comparison) > _closeness(best[1]):
             best = (index, comparison)
     assert best is not None
     index, comparison = best
-    return Judgement(Verdict.MISMATCH, comparison.reason, comparison, index, result, fingerprint, sql)
+    return Judgement(Verdict.MISMATCH, comparison.reason, comparison, index, result, digest, sql)
 
 
 def _closeness(comparison: Comparison) -> tuple[int, int]:

@@ -146,7 +146,7 @@ class SqlCaseItem(CaseItemBase):
         super().__init__(**kwargs)
         self.case = case
         self.line = case.line
-        self.hardness = case.hardness or _computed_hardness(case)
+        self.hardness = case.hardness or _computed_hardness(case, runtime(self.config).spider_schema(case))
         self.gold: GoldOutcome | None = None
         self.extra_keyword_matches.update(k for k in (*case.tags, case.database, self.hardness) if k)
 
@@ -193,6 +193,7 @@ class SqlCaseItem(CaseItemBase):
         return judge(
             prediction.value, self.gold, engine, rt.settings.limits, dialect=case_dialect(self.case),
             compare=self.case.compare, spider_compat=rt.settings.spider_compat,
+            fingerprint=rt.settings.baseline is not None,
         )
 
 
@@ -277,15 +278,19 @@ def case_dialect(case: Case) -> str:
             "duckdb": "duckdb"}.get(scheme, "sqlite")
 
 
-def _computed_hardness(case: Case) -> str | None:
+def _computed_hardness(case: Case, schema: Any) -> str | None:
+    """Spider's bucket of the (first) gold query. With the schema exact match will use, the gold
+    is parsed once for both (the parse is cached per query and schema)."""
     if not case.gold:
         return None
     from .hardness import hardness
 
-    try:
-        return str(hardness(case.gold[0]))
-    except (ValueError, RecursionError):
-        return None
+    for attempt in (schema, None) if schema is not None else (None,):
+        try:
+            return str(hardness(case.gold[0], attempt))
+        except (ValueError, RecursionError):
+            continue
+    return None
 
 
 def _exact_match(rt: Runtime, case: Case, predicted: Any) -> Any:
@@ -342,6 +347,9 @@ def explain_result_comparison(op: str, left: Any, right: Any) -> list[str] | Non
     if op != "==" or not (isinstance(left, QueryResult) and isinstance(right, QueryResult)):
         return None
     comparison = compare_results(right.rows, left.rows, gold_columns=len(right.columns), pred_columns=len(left.columns))
+    if comparison.match:
+        return ["query results are equal under execution match (same rows up to column and row order), "
+                "but not identical: compare them with the nl2sql fixture, or compare sorted rows"]
     judgement = Judgement(Verdict.PASS if comparison.match else Verdict.MISMATCH, comparison.reason, comparison, 0, left)
     gold = GoldOutcome((right,), (), False)
     text = render.result_diff_lines(judgement, gold)

@@ -84,14 +84,19 @@ class EngineCache:
 
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str], Engine | DatabaseMissing] = {}
+        self._keys: dict[tuple[str, Path | None, str], tuple[str, str]] = {}  # spelling -> entry key
 
     def get(
         self, database: str, base_dir: Path | None = None, text_errors: str = DEFAULT_TEXT_ERRORS
     ) -> Engine:
         """The engine for `database`, opening it on first use; re-raises a remembered failure."""
-        spec = parse_database(database, base_dir)  # cheap, and raises DatabaseMissing itself
-        key = (spec.key, text_errors if spec.kind is EngineKind.SQLITE else "")
-        entry = self._entries.get(key)
+        spelling = (database, base_dir, text_errors)
+        key = self._keys.get(spelling)  # every case asks twice: skip resolving its path again
+        entry = self._entries.get(key) if key is not None else None
+        if entry is None:
+            spec = parse_database(database, base_dir)  # raises DatabaseMissing itself
+            key = self._keys[spelling] = (spec.key, text_errors if spec.kind is EngineKind.SQLITE else "")
+            entry = self._entries.get(key)
         if entry is None:
             try:
                 entry = open_spec(spec, text_errors=text_errors)
