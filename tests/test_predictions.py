@@ -1,0 +1,63 @@
+"""Predictions files: JSONL by id (and file), aligned .sql lines, BIRD's JSON, recorded keys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_nl2sql.predictions import Prediction, load_predictions, prediction_key, read_aligned_predictions, record_lines
+
+
+def test_aligned_lines_keep_blank_predictions_and_cut_at_tab(tmp_path: Path) -> None:
+    path = tmp_path / "p.sql"
+    path.write_text("SELECT 1\n\nSELECT 3\tconcert_singer\r\n  SELECT 4  \n")
+    assert read_aligned_predictions(path) == ["SELECT 1", "", "SELECT 3", "SELECT 4"]
+    store = load_predictions(path)
+    assert store.lookup("anything", 1, ()) == Prediction("")
+    assert store.lookup("anything", 9, ()) is None
+
+
+def test_bird_json_is_aligned_by_position(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"1": "SELECT 2\t----- bird -----\tdb", "0": "SELECT 1\t----- bird -----\tdb"}))
+    assert read_aligned_predictions(path) == ["SELECT 1", "SELECT 2"]
+
+
+def test_jsonl_matches_by_id_and_by_file_when_given(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "a", "predicted": "SELECT 1"},
+        {"id": "b", "file": "suites/x.nl2sql.yaml", "predicted": "SELECT 2"},
+        {"id": "b", "file": "suites/y.nl2sql.yaml", "predicted": "SELECT 3"},
+        {"id": "t", "selection": [{"dataset_id": "D", "dimensions": []}], "key": "k"},
+    ]) + "\n")
+    store = load_predictions(path)
+    assert store.lookup("a", 0, ("whatever.yaml",)).value == "SELECT 1"
+    assert store.lookup("b", 0, ("suites/y.nl2sql.yaml", "/abs/suites/y.nl2sql.yaml")).value == "SELECT 3"
+    assert store.lookup("b", 0, ("/abs/suites/x.nl2sql.yaml",)).value == "SELECT 2"
+    assert store.lookup("b", 0, ("z.yaml",)) is None
+    assert store.lookup("t", 0, ()).key == "k"
+
+
+@pytest.mark.parametrize(("line", "message"), [("{oops", "invalid JSON"), ('{"predicted": "x"}', "needs an \"id\""),
+                                              ('{"id": 1}', "needs \"predicted\"")])
+def test_bad_jsonl_names_file_and_line(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": "ok", "predicted": "SELECT 1"}\n' + line + "\n")
+    with pytest.raises(ValueError, match=rf"p.jsonl:2: .*{message}"):
+        load_predictions(path)
+
+
+def test_prediction_key_depends_on_question_and_schema() -> None:
+    base = prediction_key("How many?", "CREATE TABLE t(a)")
+    assert base == prediction_key("How many?", "CREATE TABLE t(a)")
+    assert base != prediction_key("How many items?", "CREATE TABLE t(a)")
+    assert base != prediction_key("How many?", "CREATE TABLE t(a, b)")
+
+
+def test_record_lines_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl"
+    path.write_text(record_lines([{"id": "a", "file": "s.yaml", "predicted": "SELECT 1", "key": "k1"}]))
+    assert load_predictions(path).lookup("a", 0, ("s.yaml",)) == Prediction("SELECT 1", "k1")
