@@ -13,6 +13,7 @@ from . import items as nodes
 from .controller import CONTROLLER_KEY, Controller
 from .runtime import Runtime
 from .settings import DEFAULT_FILES, OPTIONS, SettingsError, read_settings
+from .fixtures import nl2sql  # noqa: F401  (registers the fixture)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

@@ -38,6 +38,7 @@ MAX_DIFF_ROWS = 20  # rows of a diff shown per cell; the counts give the rest
 MAX_ROW_LINES = 20  # tallest row, in lines of text, so one huge cell cannot hide the sheet
 LINE_HEIGHT = 15.0  # points per line of 11pt text
 PAGE_CHARS = 170  # characters of column width printed on one landscape page, at a legible scale
+MAX_FIT_WIDTH = 60  # a column that does not wrap grows to its longest value, up to this width
 
 _HEADER_FILL = PatternFill("solid", fgColor="305496")
 _FONT = "Calibri"  # named, so LibreOffice does not fall back to a serif face
@@ -136,33 +137,46 @@ class Column:
     wrap: bool = False
     number_format: str | None = None
     style: Callable[[Mapping[str, Any]], tuple[PatternFill, Font] | None] | None = None
+    centred: bool = False  # small counts, kept clear of the text of the next column
 
 
 def _write_table(ws: Worksheet, columns: Sequence[Column], rows: Iterable[Mapping[str, Any]]) -> None:
-    """Header row, data rows, frozen header and first column, filters, widths, row heights."""
+    """Header row, data rows, frozen header and first column, filters, widths, row heights.
+
+    A column that wraps keeps its width (its rows grow instead); one that does not grows to its
+    longest value (up to MAX_FIT_WIDTH), so ids and node ids are never cut off in print.
+    """
+    widths = [column.width for column in columns]
     for c, column in enumerate(columns, start=1):
         cell = ws.cell(row=1, column=c, value=column.header)
         cell.fill, cell.font = _HEADER_FILL, _HEADER_FONT
-        cell.alignment = Alignment(vertical="center", wrap_text=True)
-        ws.column_dimensions[get_column_letter(c)].width = column.width
+        cell.alignment = Alignment(vertical="center", wrap_text=True, horizontal="center" if column.centred else None)
     ws.row_dimensions[1].height = 2 * LINE_HEIGHT
     r = 1
     for r, row in enumerate(rows, start=2):
         tallest = 1
         for c, column in enumerate(columns, start=1):
             cell = _put(ws, r, c, column.value(row), column.number_format)
-            cell.alignment = _TOP_WRAP if column.wrap else _TOP_LEFT
+            if column.centred:
+                cell.alignment = Alignment(vertical="top", horizontal="center")
+            else:
+                cell.alignment = _TOP_WRAP if column.wrap else _TOP_LEFT
             if column.style:
                 _colour(cell, column.style(row))
             if column.wrap and isinstance(cell.value, str):
                 tallest = max(tallest, _lines(cell.value, column.width))
+            elif isinstance(cell.value, str):
+                longest = max(len(line) for line in cell.value.split("\n"))
+                widths[c - 1] = max(widths[c - 1], min(longest + 2, MAX_FIT_WIDTH))
         if tallest > 1:
             ws.row_dimensions[r].height = min(tallest, MAX_ROW_LINES) * LINE_HEIGHT
+    for c, width in enumerate(widths, start=1):
+        ws.column_dimensions[get_column_letter(c)].width = width
     ws.freeze_panes = "B2"
     ws.auto_filter.ref = f"A1:{get_column_letter(len(columns))}{max(r, 1)}"
     # wide tables print over several page widths, each repeating the header row and the id
     ws.print_title_rows, ws.print_title_cols = "1:1", "A:A"
-    _fit_to_width(ws, pages=max(1, math.ceil(sum(c.width for c in columns) / PAGE_CHARS)))
+    _fit_to_width(ws, pages=max(1, math.ceil(sum(widths) / PAGE_CHARS)))
 
 
 def _question(item: Mapping[str, Any]) -> Any:
@@ -293,9 +307,9 @@ FAILURE_COLUMNS = (
     Column("gold SQL", 42, lambda i: i.get("gold"), wrap=True),
     Column("predicted SQL", 42, _predicted, wrap=True),
     Column("column pairing (gold→predicted)", 16, _diff("pairing"), wrap=True),
-    Column("missing rows", 9, _diff_count("missing")),
+    Column("missing rows", 9, _diff_count("missing"), centred=True),
     Column("rows missing (in gold, not predicted)", 40, _diff("missing"), wrap=True),
-    Column("extra rows", 9, _diff_count("extra")),
+    Column("extra rows", 9, _diff_count("extra"), centred=True),
     Column("rows extra (predicted, not in gold)", 40, _diff("extra"), wrap=True),
     Column("indicator selection details", 55, _details, wrap=True),
 )
@@ -344,6 +358,8 @@ class _Cursor:
         for c, header in enumerate(headers, start=1):
             cell = _put(self.ws, self.row, c, header)
             cell.font, cell.border = _BOLD, _THIN
+            if c > 1:  # over the numbers, which Excel aligns right
+                cell.alignment = Alignment(horizontal="right")
         self.row += 1
         first = self.row
         for values in rows:

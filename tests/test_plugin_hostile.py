@@ -1,0 +1,58 @@
+"""Hostile predictions through the plugin: contained, bounded, and invisible to later cases."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from helpers import make_shop, read_report, write_suite
+
+HOSTILE = [
+    "DROP TABLE item",
+    "DELETE FROM item",
+    "UPDATE item SET price = 0",
+    "INSERT INTO item VALUES (9, 'x', 1, 'y')",
+    "CREATE TEMP TABLE item AS SELECT 1 AS name",  # would shadow `item` for every later case
+    "CREATE TEMP VIEW sale AS SELECT 1",
+    "ATTACH DATABASE 'stolen.sqlite' AS s",
+    "VACUUM INTO 'copy.sqlite'",
+    "PRAGMA writable_schema = 1",
+    "BEGIN IMMEDIATE",
+    "SELECT load_extension('evil')",
+    "SELECT 1; DROP TABLE item",
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n",
+    "SELECT length(randomblob(2000000000))",
+    "SELECT * FROM item a, item b, item c, item d, item e, item f",
+]
+
+
+@pytest.mark.parametrize("xdist_args", [[], ["-n", "2"]], ids=["plain", "n2"])
+def test_hostile_predictions_are_contained(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+    db = make_shop(pytester.path)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    files_before = sorted(p.name for p in pytester.path.iterdir())
+    cases = [{"id": f"hostile-{i}", "gold": "SELECT count(*) FROM item", "predicted": sql} for i, sql in enumerate(HOSTILE)]
+    # every hostile case is followed by cases that would notice any change it made
+    cases += [
+        {"id": "still-five-items", "gold": "SELECT 5", "predicted": "SELECT count(*) FROM item"},
+        {"id": "names-intact", "gold": "SELECT name FROM item", "predicted": "SELECT name FROM item ORDER BY id"},
+        {"id": "sale-is-a-table", "gold": "SELECT count(*) FROM sale", "predicted": "SELECT 4"},
+    ]
+    # two rounds in one file and a third in another: state left by one round would show in the next
+    write_suite(pytester.path, [{**c, "id": f"{r}-{c['id']}"} for r in ("one", "two") for c in cases], database="shop.sqlite")
+    write_suite(pytester.path, cases, name="again.nl2sql.yaml", database="shop.sqlite")
+    result = pytester.runpytest(*xdist_args, "--nl2sql-timeout=1", "--nl2sql-max-rows=1000", "--nl2sql-report=json:r.json")
+    items = read_report(pytester.path / "r.json")["items"]
+    by_verdict: dict[str, set[str]] = {}
+    for item in items:
+        by_verdict.setdefault(item["verdict"], set()).add(item["predicted"])
+    assert by_verdict["pass"] == {"SELECT count(*) FROM item", "SELECT name FROM item ORDER BY id", "SELECT 4"}
+    assert by_verdict.get("pred_timeout") == {HOSTILE[12]}
+    assert by_verdict.get("too_many_rows") == {HOSTILE[14]}
+    assert by_verdict.get("pred_error") == set(HOSTILE) - {HOSTILE[12], HOSTILE[14]}
+    result.assert_outcomes(passed=9, failed=3 * len(HOSTILE))
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    created = {p.name for p in pytester.path.iterdir()} - set(files_before)
+    assert created <= {"shop.nl2sql.yaml", "again.nl2sql.yaml", "r.json", ".pytest_cache"}
+    assert not (pytester.path / "stolen.sqlite").exists() and not (pytester.path / "copy.sqlite").exists()
