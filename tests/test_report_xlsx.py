@@ -184,8 +184,8 @@ def test_statistics(workbook: tuple[Path, Any]) -> None:
     assert "Accuracy by hardness" in found and "Accuracy by tag" in found and "Accuracy by database" in found
     labels = [r[0] for r in rows(wb["Statistics"])]
     assert labels.index("easy") < labels.index("medium") < labels.index("hard") < labels.index("extra")
-    assert found["medium"][:3] == (1, 0, 0.0)
-    assert found["concert_singer"][:3] == (2, 1, 0.5)
+    assert found["medium"][:4] == (1, 0, 0, 0.0)  # total, passed, errors, accuracy
+    assert found["concert_singer"][:4] == (2, 1, 0, 0.5)
     assert "Data Query Metrics" in found
     assert found["macro precision"][0] == pytest.approx(2 / 3)
     assert found["macro recall"][0] == 1.0

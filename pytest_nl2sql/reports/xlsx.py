@@ -374,8 +374,10 @@ def _hardness_key(label: str) -> tuple[int, str]:
 
 
 def _bucket_rows(buckets: Mapping[str, Mapping[str, Any]] | None, key: Callable[[str], Any] = str) -> list[list[Any]]:
+    """label, total, passed, errors, accuracy: the errors say why passed/total is not the accuracy."""
     return [
-        [label, b.get("total"), b.get("passed"), b.get("accuracy")]
+        [label, b.get("total"), b.get("passed"), b.get("errors") or 0,
+         b.get("accuracy") if b.get("accuracy") is not None else "n/a"]
         for label, b in sorted((buckets or {}).items(), key=lambda kv: key(kv[0]))
     ]
 
@@ -390,8 +392,8 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
     out.pair("judged cases", total - errors if isinstance(total, int) else None)
     out.pair("execution accuracy", summary.get("accuracy"), PERCENT)
     out.pair("exact match", summary.get("exact_match"), PERCENT)
-    bucket_headers = ("total", "passed", "accuracy")
-    formats = (None, None, None, PERCENT)
+    bucket_headers = ("total", "passed", "errors", "accuracy")
+    formats = (None, None, None, None, PERCENT)
 
     hardness_rows = _bucket_rows(summary.get("by_hardness"), _hardness_key)
     out.title("Accuracy by hardness")
@@ -442,7 +444,7 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
         out.pair("p-value (McNemar)", baseline.get("p_value"), "0.0000")
 
     ws.column_dimensions["A"].width = 40
-    for letter in "BCD":
+    for letter in "BCDE":
         ws.column_dimensions[letter].width = 13
     _fit_to_width(ws)
 
@@ -462,10 +464,10 @@ def _hardness_chart(ws: Worksheet, first: int, last: int) -> None:
     chart.dataLabels.showVal = True
     chart.dataLabels.showSerName = chart.dataLabels.showCatName = False
     chart.dataLabels.showLegendKey = chart.dataLabels.showPercent = False
-    chart.add_data(Reference(ws, min_col=4, min_row=first - 1, max_row=last), titles_from_data=True)
+    chart.add_data(Reference(ws, min_col=5, min_row=first - 1, max_row=last), titles_from_data=True)
     chart.set_categories(Reference(ws, min_col=1, min_row=first, max_row=last))
     chart.height, chart.width = 7.5, 13
-    ws.add_chart(chart, "F2")
+    ws.add_chart(chart, "G2")
 
 
 # --------------------------------------------------------------------------- workbook
