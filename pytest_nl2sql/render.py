@@ -174,6 +174,8 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     lines = []
     if summary["total"]:
         lines.append(f"execution accuracy {percent(summary['passed'], judged)}")
+        lines.append(f"SQL cases: {summary['total']} ({summary['passed']} passed, {summary['failed']} failed, "
+                     f"{summary['errors']} error{'s' if summary['errors'] != 1 else ''})")
     if summary.get("exact_match") is not None:
         lines.append(f"exact set match {summary['exact_match_passed']}/{summary['exact_match_total']} = {100 * summary['exact_match']:.1f}%")
     if summary["errors"]:

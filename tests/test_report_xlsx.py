@@ -229,6 +229,15 @@ def test_regressions_and_fixes(workbook: tuple[Path, Any]) -> None:
     assert by_id["case-0001"]["verdict"] == "mismatch"
 
 
+def test_changes_listed_by_node_id_appear_once(tmp_path: Path) -> None:
+    """The summary's baseline lists name cases by node id (`file::id`), as the plugin writes them."""
+    report = make_report()
+    report["summary"]["baseline"].update(regressions=["dev.nl2sql.yaml::case-0001"], fixed=["dev.nl2sql.yaml::case-0004"])
+    write_xlsx(report, tmp_path / "r.xlsx")
+    ws = openpyxl.load_workbook(tmp_path / "r.xlsx")["Regressions and fixes"]
+    assert [(r[0], r[1]) for r in rows(ws)[1:]] == [("case-0001", "regression"), ("case-0004", "fixed")]
+
+
 def test_minimal_report_with_missing_optional_keys(tmp_path: Path) -> None:
     report = {"summary": {"total": 1, "passed": 0, "errors": 0, "accuracy": 0.0},
               "items": [{"id": "only", "verdict": "no_prediction", "passed": False}]}

@@ -364,7 +364,9 @@ class _Cursor:
         first = self.row
         for values in rows:
             for c, (value, fmt) in enumerate(zip(values, formats), start=1):
-                _put(self.ws, self.row, c, value, fmt)
+                cell = _put(self.ws, self.row, c, value, fmt)
+                if c > 1 and isinstance(cell.value, str):  # "n/a" lines up with the numbers
+                    cell.alignment = Alignment(horizontal="right")
             self.row += 1
         return first, self.row - 1
 
@@ -474,20 +476,22 @@ def _hardness_chart(ws: Worksheet, first: int, last: int) -> None:
 
 
 def _changes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Regressions then fixes: from the items' `baseline` field and the summary's id lists."""
+    """Regressions then fixes: from the items' `baseline` field and the summary's lists, which name
+    cases by node id (`file::id`) or by id; a case in both is listed once."""
     items = report.get("items") or []
     baseline = (report.get("summary") or {}).get("baseline") or {}
-    by_id = {item.get("id"): item for item in items}
+    by_key = {key: item for item in items for key in (item.get("id"), item.get("nodeid")) if key is not None}
     rows: list[dict[str, Any]] = []
     for change, listed in (("regression", baseline.get("regressions")), ("fixed", baseline.get("fixed"))):
-        seen = set()
+        seen: set[Any] = set()
         for item in items:
             if item.get("baseline") == change:
                 rows.append(dict(item))
-                seen.add(item.get("id"))
-        for case_id in listed or []:
-            if case_id not in seen:
-                rows.append({**by_id.get(case_id, {"id": case_id}), "baseline": change})
+                seen.update((item.get("id"), item.get("nodeid")))
+        for key in listed or []:
+            if key not in seen:
+                rows.append({**by_key.get(key, {"id": key}), "baseline": change})
+                seen.add(key)
     return rows
 
 
