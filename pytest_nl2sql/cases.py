@@ -290,6 +290,7 @@ def _case_from_mapping(
         if not isinstance(conversation, list):
             raise ValueError("`conversation` must be a list of turns")
         termselection.validate_conversation(conversation)
+        termselection.thresholds(compare)  # a bad min_precision / min_recall is an invalid case
         question = merged.get("question") or _last_user_content(conversation)
         return Case(
             id=case_id, file=path, line=line, position=position, question=question,

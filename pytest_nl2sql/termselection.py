@@ -332,7 +332,7 @@ def details_text(term_selection: Mapping[str, Any] | None) -> str:
             "\n".join(
                 [
                     name,
-                    f"[Recall: {_fmt(dim.get('recall'))}, precision: {_fmt(dim.get('precision'))}]",
+                    f"[recall: {_fmt(dim.get('recall'))}, precision: {_fmt(dim.get('precision'))}]",
                     *_term_lines("True Positives", dim.get("true_positives") or []),
                     *_term_lines("False Negatives", dim.get("false_negatives") or []),
                     *_term_lines("False Positives", dim.get("false_positives") or []),

@@ -47,7 +47,8 @@ CASES: list[tuple[str, str, str, str | None, str, bool | None]] = [
     ("x1", JOIN_GOLD, JOIN_PRED, "extra", "pass", True),
     # an explicit bucket overrides the computed one (easy by the rules)
     ("explicit", "SELECT count(*) FROM sale", "SELECT count(*) FROM sale", "hard", "pass", True),
-    # a gold the Spider parser cannot read (a CTE): no hardness, no exact match; still judged
+    # a gold the Spider parser cannot read (a CTE): no exact match, still judged; its hardness is
+    # checked apart (test_every_sql_case_has_a_hardness)
     ("cte", "WITH t AS (SELECT price FROM item) SELECT max(price) FROM t", "SELECT max(price) FROM item", None, "pass", None),
 ]
 BUCKETS = ("easy", "medium", "hard", "extra")
@@ -94,9 +95,10 @@ def test_hardness_and_exact_match_in_summary_and_json(shop: pytest.Pytester, xdi
     assert "partial component match" not in result.stdout.str()  # only with -v
     report = read_report(shop.path / "report.json")
     items = {i["id"]: i for i in report["items"]}
-    assert {cid: (i["hardness"], i["verdict"], i["exact_match"]) for cid, i in items.items()} == {
-        cid: (h, v, e) for cid, _, _, h, v, e in CASES
+    assert {cid: (i["hardness"], i["verdict"], i["exact_match"]) for cid, i in items.items() if cid != "cte"} == {
+        cid: (h, v, e) for cid, _, _, h, v, e in CASES if cid != "cte"
     }
+    assert (items["cte"]["verdict"], items["cte"]["exact_match"]) == ("pass", None)  # judged; no exact match
     summary = report["summary"]
     assert list(summary["by_hardness"]) == list(buckets)
     assert {b: (s["passed"], s["total"]) for b, s in summary["by_hardness"].items()} == buckets
@@ -104,6 +106,17 @@ def test_hardness_and_exact_match_in_summary_and_json(shop: pytest.Pytester, xdi
     assert summary["exact_match"] == pytest.approx(sum(exact) / len(exact))
     assert list(summary["partial"]) == PARTIAL_COMPONENTS
     assert items["e1"]["partial"]["select"]["f1"] == 1 and items["cte"].get("partial") is None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a gold that Spider's parser cannot read (here a CTE) gets no hardness; the issue asks for one on "
+    "every SQL case (see the report to the lead)",
+)
+def test_every_sql_case_has_a_hardness(shop: pytest.Pytester) -> None:
+    shop.runpytest("--nl2sql-report=json:report.json")
+    items = read_report(shop.path / "report.json")["items"]
+    assert [i["id"] for i in items if i["hardness"] not in BUCKETS] == []
 
 
 def test_partial_table_with_verbose(shop: pytest.Pytester) -> None:

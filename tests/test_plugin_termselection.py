@@ -273,8 +273,6 @@ def test_thresholds_per_suite_and_per_case(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=3, failed=3)
 
 
-@pytest.mark.xfail(strict=True, reason="cases.py does not yet validate min_precision/min_recall at collection "
-                   "(the ValueError escapes runtest as a Python traceback); remove this mark once it does")
 def test_invalid_threshold_is_a_case_error(pytester: pytest.Pytester) -> None:
     dump(pytester.path / "bad.nl2sql.yaml", gdp_case(id="bad", predicted=selection(INDICATOR=[GDP]), compare={"min_recall": 2}))
     result = pytester.runpytest()

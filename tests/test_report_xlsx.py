@@ -238,6 +238,17 @@ def test_changes_listed_by_node_id_appear_once(tmp_path: Path) -> None:
     assert [(r[0], r[1]) for r in rows(ws)[1:]] == [("case-0001", "regression"), ("case-0004", "fixed")]
 
 
+def test_a_predictor_traceback_does_not_fill_the_reason_cell(tmp_path: Path) -> None:
+    report = make_report()
+    report["items"][2]["verdict"] = "predictor_error"
+    report["items"][2]["reason"] = ("RuntimeError: the model is down\nTraceback (most recent call last):\n"
+                                    + "".join(f'  File "m.py", line {n}, in f\n' for n in range(40)))
+    write_xlsx(report, tmp_path / "r.xlsx")
+    wb = openpyxl.load_workbook(tmp_path / "r.xlsx")
+    for sheet in ("Overview", "Failures"):
+        assert records(wb[sheet])["case-0002"]["reason"] == "RuntimeError: the model is down\n(traceback in the JSON report)"
+
+
 def test_minimal_report_with_missing_optional_keys(tmp_path: Path) -> None:
     report = {"summary": {"total": 1, "passed": 0, "errors": 0, "accuracy": 0.0},
               "items": [{"id": "only", "verdict": "no_prediction", "passed": False}]}

@@ -219,6 +219,15 @@ def _details(item: Mapping[str, Any]) -> str:
     return details_text(item.get("term_selection"))
 
 
+def _reason(item: Mapping[str, Any]) -> Any:
+    """The reason without a predictor error's traceback: it would fill the row (cut at
+    MAX_ROW_LINES) and push the message out of sight; the JSON report keeps it whole."""
+    reason = item.get("reason")
+    if isinstance(reason, str) and "\nTraceback (most recent call last):" in reason:
+        return reason.split("\nTraceback (most recent call last):", 1)[0].strip() + "\n(traceback in the JSON report)"
+    return reason
+
+
 def _verdict_cell_style(item: Mapping[str, Any]) -> tuple[PatternFill, Font] | None:
     return _verdict_style(item.get("verdict"), item.get("passed"))
 
@@ -230,7 +239,7 @@ OVERVIEW_COLUMNS = (
     Column("hardness", 10, lambda i: i.get("hardness")),
     Column("tags", 16, lambda i: ", ".join(map(str, i.get("tags") or [])), wrap=True),
     Column("verdict", 15, lambda i: i.get("verdict"), style=_verdict_cell_style),
-    Column("reason", 30, lambda i: i.get("reason"), wrap=True),
+    Column("reason", 30, _reason, wrap=True),
     Column("gold SQL", 48, lambda i: i.get("gold"), wrap=True),
     Column("predicted SQL", 48, _predicted, wrap=True),
     Column("macro recall", 10, _macro("macro_recall"), number_format=SCORE),
@@ -303,7 +312,11 @@ FAILURE_COLUMNS = (
     Column("database", 18, lambda i: i.get("database"), wrap=True),
     Column("hardness", 10, lambda i: i.get("hardness")),
     Column("verdict", 15, lambda i: i.get("verdict"), style=_verdict_cell_style),
-    Column("reason", 30, lambda i: i.get("reason"), wrap=True),
+    Column(
+        "baseline", 14, lambda i: i.get("baseline"),
+        style=lambda i: _BASELINE_STYLES.get(str(i.get("baseline"))),
+    ),
+    Column("reason", 30, _reason, wrap=True),
     Column("gold SQL", 42, lambda i: i.get("gold"), wrap=True),
     Column("predicted SQL", 42, _predicted, wrap=True),
     Column("column pairing (gold→predicted)", 16, _diff("pairing"), wrap=True),
@@ -322,7 +335,7 @@ CHANGE_COLUMNS = (
         style=lambda i: _BASELINE_STYLES.get(str(i.get("baseline"))),
     ),
     Column("verdict", 15, lambda i: i.get("verdict"), style=_verdict_cell_style),
-    Column("reason", 30, lambda i: i.get("reason"), wrap=True),
+    Column("reason", 30, _reason, wrap=True),
     Column("question", 42, _question, wrap=True),
     Column("database", 18, lambda i: i.get("database"), wrap=True),
     Column("predicted SQL", 48, _predicted, wrap=True),
