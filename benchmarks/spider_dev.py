@@ -87,6 +87,18 @@ def floor(spider: Path, predictions: Path) -> tuple[float, int]:
     return time.perf_counter() - started, executed
 
 
+def profile(directory: Path, suite: Path, out: Path, env: dict[str, str]) -> None:
+    """One plain run under cProfile (``python -m cProfile -o OUT -m pytest ...``); print where the time goes."""
+    import pstats
+
+    command = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider",
+               f"--nl2sql-report=json:{directory / 'report.json'}"]
+    subprocess.run(command, cwd=directory, env=env, capture_output=True)
+    stats = pstats.Stats(str(out))
+    print(f"profile written to {out} (cProfile inflates pure-Python code about 2x); top by cumulative time in the plugin:")
+    stats.sort_stats("cumulative").print_stats(r"pytest_nl2sql", 25)
+
+
 def best(times: list[float]) -> float:
     return min(times)
 
@@ -99,6 +111,7 @@ def main() -> None:
     parser.add_argument("--no-xdist", action="store_true", help="skip the -n 2 runs")
     parser.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE if set")
     parser.add_argument("--extra", action="append", default=[], help="one more pytest argument (repeatable)")
+    parser.add_argument("--profile", type=Path, help="also run once under cProfile, write the stats here, print the top")
     args = parser.parse_args()
     spider, predictions = args.spider.resolve(), (args.spider / "predictions" / f"{args.model}.sql").resolve()
     if not (spider / "dev.json").exists() or not predictions.exists():
@@ -115,6 +128,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="nl2sql-bench-") as tmp:
         directory = Path(tmp)
         suite = write_suite(directory, spider, predictions)
+        if args.profile:
+            profile(directory, suite, args.profile.resolve(), env)
         for label, extra in configurations:
             extra = [*extra, *args.extra]
             run_pytest(directory, suite, extra, env)  # warm-up (bytecode, OS file cache)

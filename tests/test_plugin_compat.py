@@ -144,9 +144,9 @@ def test_compat_agrees_with_official_verdicts_on_spider_dev(pytester: pytest.Pyt
     items = read_report(pytester.path / "report.json")["items"]
     assert [i["id"] for i in items] == [f"case-{n:04d}" for n in range(len(official))]
     disagree = [
-        (n, item["verdict"], want)
-        for n, (item, want) in enumerate(zip(items, (official[k] for k in range(len(items)))))
-        if want != "" and (item["verdict"] == "pass") != (want == "1")
+        (n, items[n]["verdict"], want)
+        for n, want in official.items()
+        if want != "" and (items[n]["verdict"] == "pass") != (want == "1")
     ]
     assert disagree == []
     # items without an official verdict are those whose database is missing: gold_error, not judged

@@ -182,13 +182,14 @@ def test_thresholds_every_form(shop: pytest.Pytester, xdist_args: list[str]) -> 
     # every test passes or is a known failure: the thresholds alone decide, known failures count as failures
     failing = shop.runpytest(*xdist_args, "--nl2sql-baseline=base.json", "--nl2sql-fail-under=0.8",
                              "--nl2sql-fail-under=hard=0.6", "--nl2sql-fail-under=tag:joins=90%",
-                             "--nl2sql-fail-under=tag:agg=1.0")
+                             "--nl2sql-fail-under=tag:agg=1.0", "--nl2sql-fail-under=database:shop.sqlite=0.75")
     failing.assert_outcomes(passed=2, xfailed=2)
     assert failing.ret == pytest.ExitCode.TESTS_FAILED
     failing.stdout.fnmatch_lines([
         "nl2sql: execution accuracy 0.500 (2/4) is below --nl2sql-fail-under=0.8",
         "nl2sql: hard accuracy 0.500 (1/2) is below --nl2sql-fail-under=hard=0.6",
         "nl2sql: tag 'joins' accuracy 0.500 (1/2) is below --nl2sql-fail-under=tag:joins=90%",
+        "nl2sql: database 'shop.sqlite' accuracy 0.500 (2/4) is below --nl2sql-fail-under=database:shop.sqlite=0.75",
     ])
     assert "tag:agg" not in failing.stdout.str()  # 1/1 meets its threshold
     # thresholds met exactly (1/2 is not below 0.5) pass
@@ -207,8 +208,9 @@ def test_thresholds_from_ini_unknown_buckets_and_bad_values(shop: pytest.Pyteste
         "nl2sql: execution accuracy 0.500 (2/4) is below --nl2sql-fail-under=60%",
         "nl2sql: easy accuracy 0.500 (1/2) is below --nl2sql-fail-under=easy=0.6",
     ])
-    # the command line adds to nothing here: it replaces the ini lines
-    assert shop.runpytest("--nl2sql-fail-under=0.5").ret == pytest.ExitCode.TESTS_FAILED  # 2 failures remain
+    # thresholds on the command line replace the ini's (as for any pytest option)
+    replaced = shop.runpytest("--nl2sql-fail-under=0.5")
+    assert "is below" not in replaced.stdout.str()
     typo = shop.runpytest("--nl2sql-fail-under=tag:jions=0.1")
     typo.stdout.fnmatch_lines(["nl2sql: --nl2sql-fail-under=tag:jions=0.1: no case has tag 'jions' (there are: agg, joins)"])
     assert typo.ret == pytest.ExitCode.TESTS_FAILED
