@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -46,18 +47,22 @@ def write_suite(directory: Path, spider: Path, predictions: Path) -> Path:
     return suite
 
 
-def run_pytest(directory: Path, suite: Path, extra: list[str], env: dict[str, str]) -> tuple[float, dict]:
-    """One pytest run in a subprocess: (wall seconds, the JSON report's summary)."""
+def run_pytest(directory: Path, suite: Path, extra: list[str], env: dict[str, str]) -> tuple[float, float, dict]:
+    """One pytest run in a subprocess: (wall seconds, CPU seconds of it and its children, the JSON
+    report's summary). CPU time is the steadier figure on a shared machine."""
     report = directory / "report.json"
     report.unlink(missing_ok=True)
     command = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider",
                f"--nl2sql-report=json:{report}", *extra]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if not report.exists():
         sys.exit(f"pytest wrote no report (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return elapsed, json.loads(report.read_text())["summary"]
+    return elapsed, cpu, json.loads(report.read_text())["summary"]
 
 
 def floor(spider: Path, predictions: Path) -> tuple[float, int]:
@@ -134,8 +139,8 @@ def main() -> None:
             extra = [*extra, *args.extra]
             run_pytest(directory, suite, extra, env)  # warm-up (bytecode, OS file cache)
             runs = [run_pytest(directory, suite, extra, env) for _ in range(args.repeat)]
-            wall = best([t for t, _ in runs])
-            summary = runs[0][1]
+            wall, cpu = best([t for t, _, _ in runs]), best([c for _, c, _ in runs])
+            summary = runs[0][2]
             judged = summary["total"] - summary["errors"]
             buckets = ", ".join(f"{b} {s['total']}" for b, s in summary["by_hardness"].items())
             print(
@@ -144,7 +149,8 @@ def main() -> None:
                 f"hardness {buckets}"
             )
             print(
-                f"  wall {wall:.3f} s (best of {args.repeat}; all: {' '.join(f'{t:.2f}' for t, _ in runs)}); "
+                f"  wall {wall:.3f} s (best of {args.repeat}; all: {' '.join(f'{t:.2f}' for t, _, _ in runs)}; "
+                f"CPU {cpu:.3f} s); "
                 f"floor {floor_s:.3f} s; ratio {wall / floor_s:.1f}x the floor, "
                 f"{wall / OFFICIAL_EXEC_SECONDS:.2f}x the official evaluator's execution ({OFFICIAL_EXEC_SECONDS} s)"
             )

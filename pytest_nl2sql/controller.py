@@ -77,8 +77,11 @@ class Controller:
 
 
 def _record(result: CaseResult) -> dict[str, Any]:
+    record = {"id": result.id, "file": result.file, "key": result.extra.get("key")}
+    if "error" in result.extra:  # the predictor raised: replayed as predictor_error
+        return {**record, "error": result.extra["error"]}
     key = "selection" if result.kind.value == "term_selection" else "predicted"
-    return {"id": result.id, "file": result.file, key: result.predicted, "key": result.extra.get("key")}
+    return {**record, key: result.predicted}
 
 
 def _write(path: Path, text: str) -> None:

@@ -20,6 +20,10 @@ from .verdict import PROPERTY, CaseResult, Kind, Verdict
 
 RUNTIME_KEY = pytest.StashKey[Runtime]()
 JUNIT_PROPERTIES = ("nl2sql_verdict", "nl2sql_hardness", "nl2sql_baseline")
+_BASELINE_NOTES = {  # said under a failing case's explanation, so the failure says why it fails the gate
+    "regression": "regression: this case passed in the baseline and fails now",
+    "new": "new case, not in the baseline: it fails the run until it passes or the baseline is updated",
+}
 
 
 class CaseFailure(Exception):
@@ -114,6 +118,8 @@ class CaseItemBase(pytest.Item):
             expected = "recorded in the new baseline (--nl2sql-update-baseline)"
         elif result.baseline == "known_failure":
             expected = f"known failure (baseline): {result.verdict.value}" + (f": {result.reason}" if result.reason else "")
+        elif result.baseline in _BASELINE_NOTES:
+            text = f"{text}\nbaseline: {_BASELINE_NOTES[result.baseline]}"
         raise CaseFailure(result, text, expected)
 
 
@@ -184,7 +190,7 @@ class SqlCaseItem(CaseItemBase):
 
     def _judge(self, rt: Runtime, prediction: PredictionOutcome, engine: Any) -> Judgement:
         if prediction.error is not None:
-            return Judgement(Verdict.PREDICTOR_ERROR, prediction.error.strip().splitlines()[-1] + "\n" + prediction.error)
+            return Judgement(Verdict.PREDICTOR_ERROR, prediction.error)
         if prediction.stale:
             return Judgement(Verdict.NO_PREDICTION, "the recorded prediction is stale: the question or schema changed since it was recorded")
         if prediction.value is not None and not isinstance(prediction.value, str):
@@ -261,6 +267,10 @@ def _prediction_extra(prediction: PredictionOutcome) -> dict[str, Any]:
     extra: dict[str, Any] = {"prediction_source": prediction.source}
     if prediction.source == "hook" and prediction.key:
         extra["key"] = prediction.key
+    if prediction.error is not None:
+        extra["error"] = prediction.error
+        if prediction.traceback:
+            extra["traceback"] = prediction.traceback
     return extra
 
 

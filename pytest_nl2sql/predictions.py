@@ -23,6 +23,7 @@ BIRD_SEPARATOR = "\t----- bird -----\t"
 class Prediction:
     value: Any  # SQL text, or a term selection
     key: str | None = None  # hash of question + schema when recorded from a predictor
+    error: str | None = None  # the predictor raised when this was recorded: replayed as predictor_error
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,13 @@ def load_predictions(path: Path) -> PredictionStore:
             value = record["selection"]
         elif "predicted" in record:
             value = record["predicted"]
+        elif "error" in record:
+            value = None
         else:
             raise ValueError(f"{path}:{number}: each line needs \"predicted\" (SQL) or \"selection\" (terms)")
         file = record.get("file")
         by_id.setdefault(str(record["id"]), []).append(
-            (str(file) if file is not None else None, Prediction(value, record.get("key")))
+            (str(file) if file is not None else None, Prediction(value, record.get("key"), record.get("error")))
         )
     return PredictionStore(path=path, by_id={k: tuple(v) for k, v in by_id.items()})
 

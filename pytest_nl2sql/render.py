@@ -64,7 +64,7 @@ def failure_text(case: Case, result: CaseResult, judgement: Judgement, gold: Gol
         lines += _sql_block("executed", judgement.executed)
     if result.verdict.value in ("pred_error", "pred_timeout", "too_many_rows", "predictor_error", "no_prediction"):
         lines.append(f"{result.verdict.value}: {result.reason}")
-        return "\n".join(lines)
+        return "\n".join(lines + _traceback_lines(result))
     return "\n".join(lines + result_diff_lines(judgement, gold, verbosity))
 
 
@@ -142,7 +142,13 @@ def term_selection_failure_text(case: Case, result: CaseResult) -> str:
 
 
 def term_selection_error_text(case: Case, result: CaseResult) -> str:
-    return "\n".join(_header(case, result) + [f"{result.verdict.value}: {result.reason}"])
+    return "\n".join(_header(case, result) + [f"{result.verdict.value}: {result.reason}"] + _traceback_lines(result))
+
+
+def _traceback_lines(result: CaseResult) -> list[str]:
+    """A predictor exception's traceback (kept out of `reason`, which baselines store)."""
+    text = result.extra.get("traceback")
+    return text.rstrip().splitlines() if text else []
 
 
 # --- terminal summary --------------------------------------------------------------------------

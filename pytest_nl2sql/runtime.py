@@ -6,6 +6,7 @@ worker build their own from the same options), so nothing is shared through modu
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -29,7 +30,8 @@ class PredictionOutcome:
     value: Any
     source: str  # hook | file | case | none
     latency: float | None = None
-    error: str | None = None  # a predictor exception, with its traceback
+    error: str | None = None  # a predictor exception, one line: "RuntimeError: model down"
+    traceback: str | None = None  # its traceback, from the user's hook down (for the failure text)
     stale: bool = False  # a recorded prediction whose question or schema has changed
     key: str | None = None
 
@@ -102,18 +104,25 @@ class Runtime:
 
     def predict(self, case: Case, file_names: tuple[str, ...], key: str) -> PredictionOutcome:
         """The first prediction that applies: the predictor hook, the predictions file, the case.
-        `key` is the case's `prediction_key`: a recorded prediction with another key is stale."""
+
+        `key` is the case's `prediction_key`. A prediction recorded by `--nl2sql-record` for this
+        very key is a replay and is used without calling the hook (so CI can re-score without the
+        model); a recording with another key is stale: the hook is asked again, and without a hook
+        the case has no prediction.
+        """
+        stored = self.predictions.lookup(case.id, case.position, file_names) if self.predictions else None
+        if stored is not None and stored.key is not None and stored.key == key:
+            return PredictionOutcome(stored.value, "file", error=stored.error)
         started = time.perf_counter()
         try:
             value = self.predict_hook(case=case)
-        except Exception:  # the model under test failed: a verdict, not a crash of the run
-            return PredictionOutcome(None, "hook", time.perf_counter() - started, error=traceback.format_exc())
+        except Exception as e:  # the model under test failed: a verdict, not a crash of the run
+            return PredictionOutcome(None, "hook", time.perf_counter() - started, error=_one_line(e),
+                                     traceback=_user_traceback(e), key=key)
         if value is not None:
             return PredictionOutcome(value, "hook", time.perf_counter() - started, key=key)
-        if self.predictions is not None:
-            found = self.predictions.lookup(case.id, case.position, file_names)
-            if found is not None:
-                return PredictionOutcome(found.value, "file", stale=found.key is not None and found.key != key)
+        if stored is not None:
+            return PredictionOutcome(stored.value, "file", stale=stored.key is not None)
         if case.predicted is not None:
             return PredictionOutcome(case.predicted, "case")
         return PredictionOutcome(None, "none")
@@ -125,3 +134,19 @@ class Runtime:
 
     def close(self) -> None:
         self.engines.close_all()
+
+
+def _one_line(error: BaseException) -> str:
+    """`RuntimeError: model down`: the verdict's reason, stable across machines (no paths)."""
+    text = "".join(traceback.format_exception_only(error)).strip().splitlines()
+    return text[-1] if text else type(error).__name__
+
+
+def _user_traceback(error: BaseException) -> str:
+    """The predictor's traceback without pluggy's frames and ours: it starts in the user's hook."""
+    formatted = traceback.TracebackException.from_exception(error)
+    internal = (os.sep + "pluggy" + os.sep, __file__)
+    formatted.stack = traceback.StackSummary.from_list(
+        [frame for frame in formatted.stack if not any(part in frame.filename for part in internal)]
+    )
+    return "".join(formatted.format())

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .engines.base import Limits
-from .thresholds import Threshold, parse_fail_under
+from .thresholds import Threshold, parse_fail_unders
 
 REPORT_FORMATS = ("xlsx", "json", "csv", "md")
 DEFAULT_FILES = "*.nl2sql.yaml *.nl2sql.yml *.nl2sql.jsonl"
@@ -100,9 +100,14 @@ def parse_report(text: str, invocation_dir: Path) -> Report:
 def read_settings(config: Any) -> Settings:
     values = {o.dest: option_value(config, o) for o in OPTIONS}
     here = Path(config.invocation_params.dir)
+    ini_dir = Path(config.inipath).parent if config.inipath else Path(config.rootpath)
 
     def path(key: str) -> Path | None:
-        return here / values[key] if values[key] else None
+        """A command-line path is relative to where pytest runs, an ini one to the ini file."""
+        if not values[key]:
+            return None
+        on_command_line = config.getoption(key, default=None) not in (None, [], False)
+        return (here if on_command_line else ini_dir) / values[key]
 
     try:
         timeout = float(values["nl2sql_timeout"])
@@ -115,7 +120,7 @@ def read_settings(config: Any) -> Settings:
     if compat not in (None, "spider"):
         raise SettingsError(f"--nl2sql-compat: only `spider` is known, not {compat!r}")
     try:
-        thresholds = tuple(parse_fail_under(t) for t in values["nl2sql_fail_under"] or ())
+        thresholds = parse_fail_unders(values["nl2sql_fail_under"] or ())
     except ValueError as e:
         raise SettingsError(f"--nl2sql-fail-under: {e}") from e
     update = bool(values["nl2sql_update_baseline"])
