@@ -163,7 +163,7 @@ class SqlCaseItem(CaseItemBase):
             engine = rt.engine_for(case)
             self.gold = run_gold(
                 case.gold, engine, rt.settings.limits, dialect=case_dialect(case), order=case.order,
-                spider_compat=rt.settings.spider_compat, gold_result_files=case.gold_result,
+                spider_compat=rt.spider_mode(case), gold_result_files=case.gold_result,
             )
         except (GoldError, EngineError) as e:
             result = self.base_result(case, Verdict.GOLD_ERROR, Kind.SQL, reason=str(e), predicted=_plain(case.predicted))
@@ -198,7 +198,7 @@ class SqlCaseItem(CaseItemBase):
         assert self.gold is not None
         return judge(
             prediction.value, self.gold, engine, rt.settings.limits, dialect=case_dialect(self.case),
-            compare=self.case.compare, spider_compat=rt.settings.spider_compat,
+            compare=self.case.compare, spider_compat=rt.spider_mode(self.case),
             fingerprint=rt.settings.baseline is not None,
         )
 
@@ -290,17 +290,21 @@ def case_dialect(case: Case) -> str:
 
 def _computed_hardness(case: Case, schema: Any) -> str | None:
     """Spider's bucket of the (first) gold query. With the schema exact match will use, the gold
-    is parsed once for both (the parse is cached per query and schema)."""
+    is parsed once for both (the parse is cached per query and schema). A gold the official
+    parser cannot read gets the same rules counted on sqlglot's tree."""
     if not case.gold:
         return None
-    from .hardness import hardness
+    from .hardness import estimated_hardness, hardness
 
     for attempt in (schema, None) if schema is not None else (None,):
         try:
             return str(hardness(case.gold[0], attempt))
         except (ValueError, RecursionError):
             continue
-    return None
+    try:
+        return str(estimated_hardness(case.gold[0], case_dialect(case)))
+    except (ValueError, RecursionError):
+        return None
 
 
 def _exact_match(rt: Runtime, case: Case, predicted: Any) -> Any:

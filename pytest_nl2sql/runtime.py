@@ -62,12 +62,17 @@ class Runtime:
     def text_errors(self) -> str:
         return "ignore" if self.settings.spider_compat else "backslashreplace"
 
+    def spider_mode(self, case: Case) -> bool:
+        """Official Spider verdicts for this case: `--nl2sql-compat=spider`, or its `compare: {mode: spider}`."""
+        return self.settings.spider_compat or (case.compare or {}).get("mode") == "spider"
+
     def engine_for(self, case: Case) -> Engine:
-        """The database a SQL case runs on (the --nl2sql-dsn one when given); DatabaseMissing if absent."""
+        """The database a SQL case runs on (the --nl2sql-dsn one when given); DatabaseMissing if absent.
+        In Spider mode undecodable text bytes are dropped, as the official evaluator does."""
         target = self.settings.dsn or case.database_target
         if target is None:
             raise DatabaseMissing(f"case {case.id} names no database")
-        return self.engines.get(target, None, text_errors=self.text_errors)
+        return self.engines.get(target, None, text_errors="ignore" if self.spider_mode(case) else "backslashreplace")
 
     def schema_ddl(self, engine: Engine) -> str:
         key = id(engine)

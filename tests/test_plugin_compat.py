@@ -106,11 +106,6 @@ def test_compat_as_ini_option(shop: pytest.Pytester) -> None:
     assert got == {cid: c for cid, _, _, _, c in DIFFERENCES}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compare: {mode: spider} on a case rewrites only the prediction: the gold keeps DISTINCT and the "
-    "top-level ORDER BY rule, and text is decoded with the default error handler (see the report to the lead)",
-)
 def test_case_level_spider_mode_equals_the_flag(shop: pytest.Pytester) -> None:
     """The contract: `--nl2sql-compat=spider` is the same as `compare: {mode: spider}` on every case;
     so a case with that mode gets its compat verdict, and the others keep the default one."""
