@@ -29,6 +29,8 @@ class Controller:
         self.failures: list[str] = []  # threshold and baseline problems that fail the session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            return  # it repeats the properties of the call (or setup) report: parse each result once
         for name, value in report.user_properties:
             if name == PROPERTY:
                 self.results[report.nodeid] = CaseResult.loads(value)
