@@ -265,6 +265,7 @@ def test_predictor_hook_record_and_replay(shop: pytest.Pytester, xdist_args: lis
     # replay: a recording answers before the hook, so the model is not called for what it recorded
     shop.makeconftest("def pytest_nl2sql_predict(case):\n    raise RuntimeError('the model was called for ' + case.id)\n")
     replay = shop.runpytest(*xdist_args, "--nl2sql-predictions=rec.jsonl", "--nl2sql-report=json:replay.json")
+    replay.assert_outcomes(passed=1, failed=3)
     replayed = {i["id"]: i for i in read_report(shop.path / "replay.json")["items"]}
     for case_id in ("count", "cheap", "typo"):
         assert replayed[case_id]["verdict"] == items[case_id]["verdict"]

@@ -151,6 +151,38 @@ class SizeBudget:
             )
 
 
+FETCH_BATCH = 500  # rows per fetchmany() of the server engines
+
+
+def fetch_within(cursor: Any, limits: Limits) -> list[tuple[Any, ...]]:
+    """Every row of a DB-API cursor as plain values, in batches, stopping at the row and size caps."""
+    rows: list[tuple[Any, ...]] = []
+    budget = SizeBudget(limits)
+    batch = max(1, min(FETCH_BATCH, limits.max_rows + 1))
+    while chunk := cursor.fetchmany(batch):
+        for raw in chunk:
+            row = plain_row(raw)
+            budget.add(row)
+            rows.append(row)
+    return rows
+
+
+def columns_by_table(schema_rows: Sequence[Sequence[Any]]) -> dict[str, list[str]]:
+    """{table: [column, ...]} from (table, column, ...) rows in declaration order."""
+    columns: dict[str, list[str]] = {}
+    for table, column, *_ in schema_rows:
+        columns.setdefault(table, []).append(column)
+    return columns
+
+
+def ddl_from_columns(schema_rows: Sequence[Sequence[Any]], quote: Any) -> str:
+    """CREATE TABLE text from (table, column, type) rows, for a model's prompt."""
+    tables: dict[str, list[str]] = {}
+    for table, column, column_type in schema_rows:
+        tables.setdefault(table, []).append(f"  {quote(column)} {column_type}")
+    return "\n\n".join(f"CREATE TABLE {quote(table)} (\n" + ",\n".join(cols) + "\n);" for table, cols in tables.items())
+
+
 def check_single_select(
     sql: str,
     dialect: str,

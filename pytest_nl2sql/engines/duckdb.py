@@ -22,12 +22,11 @@ from pytest_nl2sql.engines.base import (
     QueryError,
     QueryResult,
     QueryTimeout,
-    SizeBudget,
-    plain_row,
+    columns_by_table,
+    fetch_within,
 )
 
 INSTALL_HINT = "pip install 'pytest-nl2sql[all]'"
-FETCH_BATCH = 500
 
 READ_ONLY_CONFIG = {
     "enable_external_access": False,
@@ -86,7 +85,7 @@ class DuckdbEngine:
         try:
             cursor = conn.execute(statement)
             columns = tuple(d[0] for d in cursor.description or ())
-            rows = _fetch(cursor, limits)
+            rows = fetch_within(cursor, limits)
         except (duckdb.InterruptException, RuntimeError) as error:
             if time.monotonic() >= deadline:
                 raise QueryTimeout(
@@ -114,10 +113,7 @@ class DuckdbEngine:
             "SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal"
             " AND schema_name = current_schema() ORDER BY table_oid, column_index"
         ).fetchall()
-        columns: dict[str, list[str]] = {}
-        for table, column in rows:
-            columns.setdefault(table, []).append(column)
-        return columns
+        return columns_by_table(rows)
 
     def close(self) -> None:
         self._conn.close()
@@ -125,17 +121,6 @@ class DuckdbEngine:
     def __repr__(self) -> str:
         return f"DuckdbEngine({str(self.path)!r})"
 
-
-def _fetch(cursor: Any, limits: Limits) -> list[tuple[Any, ...]]:
-    rows: list[tuple[Any, ...]] = []
-    budget = SizeBudget(limits)
-    batch = max(1, min(FETCH_BATCH, limits.max_rows + 1))
-    while chunk := cursor.fetchmany(batch):
-        for raw in chunk:
-            row = plain_row(raw)
-            budget.add(row)
-            rows.append(row)
-    return rows
 
 
 def _message(error: Exception) -> str:

@@ -27,15 +27,16 @@ from pytest_nl2sql.engines.base import (
     QueryError,
     QueryResult,
     QueryTimeout,
-    SizeBudget,
     check_single_select,
+    columns_by_table,
+    ddl_from_columns,
+    fetch_within,
     plain_row,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
 
 INSTALL_HINT = "pip install 'pytest-nl2sql[all]'"
 CONNECT_TIMEOUT = 10  # seconds
-FETCH_BATCH = 500
 
 # Server error codes meaning "the statement was interrupted" (KILL QUERY, or the time limit).
 _INTERRUPTED = {1317, 1969, 3024}
@@ -130,7 +131,7 @@ class MysqlEngine:
             unbuffered.execute(sql)
             cursor = unbuffered  # from here on, rows are streaming in
             columns = tuple(d[0] for d in cursor.description or ())
-            rows = _fetch(cursor, limits)
+            rows = fetch_within(cursor, limits)
             cursor.close()
             cursor = None
         except EngineError:
@@ -142,7 +143,7 @@ class MysqlEngine:
                     f"the query ran longer than {limits.timeout:g} s and was stopped"
                 ) from None
             if code in _UNREACHABLE:
-                raise DatabaseMissing(f"lost the MySQL server at {self.spec.describe()}: {error}")
+                raise DatabaseMissing(f"lost the MySQL server at {self.spec.describe()}: {error}") from None
             message = error.args[1] if len(error.args) > 1 else str(error)
             raise QueryError(str(message)) from None
         finally:
@@ -183,19 +184,10 @@ class MysqlEngine:
         return run
 
     def schema_columns(self) -> dict[str, list[str]]:
-        columns: dict[str, list[str]] = {}
-        for table, column, _ in self._schema_rows():
-            columns.setdefault(table, []).append(column)
-        return columns
+        return columns_by_table(self._schema_rows())
 
     def schema_ddl(self) -> str:
-        tables: dict[str, list[str]] = {}
-        for table, column, column_type in self._schema_rows():
-            tables.setdefault(table, []).append(f"  {_quote(column)} {column_type}")
-        return "\n\n".join(
-            f"CREATE TABLE {_quote(table)} (\n" + ",\n".join(cols) + "\n);"
-            for table, cols in tables.items()
-        )
+        return ddl_from_columns(self._schema_rows(), _quote)
 
     def _schema_rows(self) -> list[tuple[str, str, str]]:
         conn = self._connection()
@@ -212,17 +204,6 @@ class MysqlEngine:
     def __repr__(self) -> str:
         return f"MysqlEngine({self.spec.describe()!r})"
 
-
-def _fetch(cursor: Any, limits: Limits) -> list[tuple[Any, ...]]:
-    rows: list[tuple[Any, ...]] = []
-    budget = SizeBudget(limits)
-    batch = max(1, min(FETCH_BATCH, limits.max_rows + 1))
-    while chunk := cursor.fetchmany(batch):
-        for raw in chunk:
-            row = plain_row(raw)
-            budget.add(row)
-            rows.append(row)
-    return rows
 
 
 def _quote(name: str) -> str:

@@ -26,15 +26,15 @@ from pytest_nl2sql.engines.base import (
     QueryError,
     QueryResult,
     QueryTimeout,
-    SizeBudget,
     check_single_select,
-    plain_row,
+    columns_by_table,
+    ddl_from_columns,
+    fetch_within,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
 
 INSTALL_HINT = "pip install 'pytest-nl2sql[all]'"
 CONNECT_TIMEOUT = 10  # seconds
-FETCH_BATCH = 500
 
 DENIED_FUNCTIONS = frozenset(
     {
@@ -102,7 +102,7 @@ class PostgresEngine:
             with conn.cursor(name=f"nl2sql_{next(self._cursor_names)}") as cursor:
                 cursor.execute(sql)
                 columns = tuple(d.name for d in cursor.description or ())
-                rows = _fetch(cursor, limits)
+                rows = fetch_within(cursor, limits)
         except psycopg.errors.QueryCanceled:
             raise QueryTimeout(
                 f"the query ran longer than {limits.timeout:g} s and was stopped"
@@ -122,19 +122,10 @@ class PostgresEngine:
         return QueryResult(columns, rows)
 
     def schema_columns(self) -> dict[str, list[str]]:
-        columns: dict[str, list[str]] = {}
-        for table, column, _ in self._schema_rows():
-            columns.setdefault(table, []).append(column)
-        return columns
+        return columns_by_table(self._schema_rows())
 
     def schema_ddl(self) -> str:
-        tables: dict[str, list[str]] = {}
-        for table, column, data_type in self._schema_rows():
-            tables.setdefault(table, []).append(f"  {_quote(column)} {data_type}")
-        return "\n\n".join(
-            f"CREATE TABLE {_quote(table)} (\n" + ",\n".join(cols) + "\n);"
-            for table, cols in tables.items()
-        )
+        return ddl_from_columns(self._schema_rows(), _quote)
 
     def _schema_rows(self) -> list[tuple[str, str, str]]:
         conn = self._connection()
@@ -157,17 +148,6 @@ class PostgresEngine:
     def __repr__(self) -> str:
         return f"PostgresEngine({self.spec.describe()!r})"
 
-
-def _fetch(cursor: Any, limits: Limits) -> list[tuple[Any, ...]]:
-    rows: list[tuple[Any, ...]] = []
-    budget = SizeBudget(limits)
-    batch = max(1, min(FETCH_BATCH, limits.max_rows + 1))
-    while chunk := cursor.fetchmany(batch):
-        for raw in chunk:
-            row = plain_row(raw)
-            budget.add(row)
-            rows.append(row)
-    return rows
 
 
 def _canceller(conn: Any) -> Any:
