@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from . import termselection
+from .compare import CompareOptions
 
 # Case keys of the contract, plus the free-text keys of the term-selection format.
 CASE_KEYS = frozenset(
@@ -307,6 +308,7 @@ def _case_from_mapping(
         raise ValueError("a SQL case needs `gold` (SQL) or `gold_result` (a CSV file); a term-selection case needs `conversation`")
     if any(not g.strip() for g in gold):
         raise ValueError("`gold` is empty")
+    CompareOptions.from_mapping(compare)  # a bad comparison option is an invalid case, not a crash later
     predicted = merged.get("predicted")
     if predicted is not None and not isinstance(predicted, str):
         raise ValueError(f"`predicted` must be SQL text, not {type(predicted).__name__}")

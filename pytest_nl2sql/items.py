@@ -166,9 +166,8 @@ class SqlCaseItem(CaseItemBase):
                 spider_compat=rt.spider_mode(case), gold_result_files=case.gold_result,
             )
         except (GoldError, EngineError) as e:
-            result = self.base_result(case, Verdict.GOLD_ERROR, Kind.SQL, reason=str(e), predicted=_plain(case.predicted))
-            status = rt.baseline_status(self.rel_file, case.id, False)
-            self.record(result.replace(baseline=status.value) if status else result)
+            # a broken case is an error whatever the baseline says: no baseline status
+            result = self.record(self.base_result(case, Verdict.GOLD_ERROR, Kind.SQL, reason=str(e), predicted=_plain(case.predicted)))
             raise CaseError(result, render.gold_error_text(case, str(e))) from None
 
     def runtest(self) -> None:

@@ -144,3 +144,10 @@ conversation:
     (case,) = load(tmp_path, "t.yaml", text)
     assert isinstance(case, Case) and case.is_term_selection
     assert case.question == "GDP?" and case.name == "n" and case.gold == ()
+
+
+def test_bad_comparison_option_is_an_invalid_case(tmp_path: Path) -> None:
+    (entry,) = load(tmp_path, "c.yaml", "database: d\ngold: SELECT 1\ncompare: {mode: fuzzy}\n")
+    assert isinstance(entry, InvalidCase) and "mode" in entry.message
+    (entry,) = load(tmp_path, "d.yaml", "database: d\ngold: SELECT 1\ncompare: {abs_tolerance: 0.1}\n")
+    assert isinstance(entry, InvalidCase) and "abs_tolerance" in entry.message
