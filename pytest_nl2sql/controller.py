@@ -37,11 +37,11 @@ class Controller:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.results:
-            return
+        settings = self.settings
+        if not self.results and not (settings.reports or settings.fail_under):
+            return  # no case ran and nothing was asked of us: stay silent
         results = ordered(self.results.values())
         summary = summarize(results)
-        settings = self.settings
         if settings.baseline is not None and not settings.update_baseline:
             try:
                 comparison = compare_with_baseline(load_baseline(settings.baseline), [r.to_json() for r in results])
@@ -69,6 +69,8 @@ class Controller:
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         if self.summary is None:
             return
+        if not self.results:
+            self.messages.insert(0, "no nl2sql case ran")
         terminalreporter.section("nl2sql")
         for line in render.summary_lines(self.summary, config.get_verbosity()):
             terminalreporter.line(line)

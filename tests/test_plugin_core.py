@@ -231,3 +231,16 @@ def test_report_paths_are_relative_to_the_invocation_dir(shop: pytest.Pytester) 
     assert json.loads((shop.path / "nl2sql-report.json").read_text())["summary"]["passed"] == 1
     assert (shop.path / "out" / "x.json").exists()
     result.stdout.fnmatch_lines(["json report: *nl2sql-report.json"])
+
+
+def test_no_case_at_all_still_writes_the_requested_report_and_checks_thresholds(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_other():\n    pass\n")
+    result = pytester.runpytest("--nl2sql-report=json:r.json")
+    result.assert_outcomes(passed=1)
+    report = read_report(pytester.path / "r.json")
+    assert report["items"] == [] and report["summary"]["total"] == 0 and report["summary"]["accuracy"] is None
+    result.stdout.fnmatch_lines(["*= nl2sql =*", "no nl2sql case ran"])
+    gated = pytester.runpytest("--nl2sql-fail-under=0.5")  # a gate over no cases is a misconfiguration
+    assert gated.ret == pytest.ExitCode.TESTS_FAILED
+    quiet = pytester.runpytest()
+    assert "= nl2sql =" not in quiet.stdout.str()
