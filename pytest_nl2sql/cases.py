@@ -18,6 +18,7 @@ import yaml
 
 from . import termselection
 from .compare import CompareOptions
+from .engines.url import looks_like_url
 
 # Case keys of the contract, plus the free-text keys of the term-selection format.
 CASE_KEYS = frozenset(
@@ -109,8 +110,9 @@ def default_id(position: int) -> str:
     return f"case-{position:04d}"
 
 
-def load_case_file(path: Path, *, db_dir: Path | None = None) -> list[Entry]:
-    """Read a `.yaml`/`.yml`/`.jsonl` case file. `db_dir` is the `--nl2sql-db-dir` fallback."""
+def load_case_file(path: Path, *, db_dir: Path | None = None, dsn: str | None = None) -> list[Entry]:
+    """Read a `.yaml`/`.yml`/`.jsonl` case file. `db_dir` is the `--nl2sql-db-dir` fallback; with
+    `dsn` (`--nl2sql-dsn`) every case runs there, so a case needs no database file of its own."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -118,7 +120,7 @@ def load_case_file(path: Path, *, db_dir: Path | None = None) -> list[Entry]:
         return [InvalidCase(default_id(0), path, None, 0, f"cannot read the file: {e}")]
     if path.suffix == ".jsonl":
         raw = list(_jsonl_entries(path, text))
-        return _build_all(path, raw, {}, db_dir)
+        return _build_all(path, raw, {}, _Where(db_dir, dsn))
     try:
         documents = list(_yaml_documents(text))
     except yaml.YAMLError as e:
@@ -132,11 +134,11 @@ def load_case_file(path: Path, *, db_dir: Path | None = None) -> list[Entry]:
     if len(documents) == 1 and isinstance(documents[0][1], Mapping):
         node, data = documents[0]
         if "source" in data or "cases" in data:
-            return _load_suite(path, node, data, db_dir)
+            return _load_suite(path, node, data, _Where(db_dir, dsn))
     raw = []
     for node, data in documents:
         raw.append((node.start_mark.line + 1, data))
-    return _build_all(path, raw, {}, db_dir)
+    return _build_all(path, raw, {}, _Where(db_dir, dsn))
 
 
 def _yaml_documents(text: str) -> Iterator[tuple[yaml.Node, Any]]:
@@ -173,7 +175,7 @@ def _mapping_value_node(node: yaml.Node, key: str) -> yaml.Node | None:
     return None
 
 
-def _load_suite(path: Path, node: yaml.Node, data: Mapping[str, Any], db_dir: Path | None) -> list[Entry]:
+def _load_suite(path: Path, node: yaml.Node, data: Mapping[str, Any], where: _Where) -> list[Entry]:
     line = node.start_mark.line + 1
     if "source" in data and "cases" in data:
         return [InvalidCase(default_id(0), path, line, 0, "a suite has either `source:` or `cases:`, not both")]
@@ -188,23 +190,23 @@ def _load_suite(path: Path, node: yaml.Node, data: Mapping[str, Any], db_dir: Pa
             raw = list(_source_entries(path, data["source"], source_line))
         except CaseFileError as e:
             return [InvalidCase(default_id(0), path, e.line, 0, e.message)]
-        return _build_all(path, raw, defaults, db_dir, from_source=True)
+        return _build_all(path, raw, defaults, where, from_source=True)
     cases = data["cases"]
     cases_node = _mapping_value_node(node, "cases")
     if not isinstance(cases, list):
         return [InvalidCase(default_id(0), path, line, 0, "`cases:` must be a list of cases")]
     lines = [n.start_mark.line + 1 for n in cases_node.value] if isinstance(cases_node, yaml.SequenceNode) else []
     raw = [(lines[i] if i < len(lines) else line, c) for i, c in enumerate(cases)]
-    return _build_all(path, raw, defaults, db_dir)
+    return _build_all(path, raw, defaults, where)
 
 
 def _build_all(
-    path: Path, raw: list[tuple[int, Any]], defaults: Mapping[str, Any], db_dir: Path | None, from_source: bool = False
+    path: Path, raw: list[tuple[int, Any]], defaults: Mapping[str, Any], where: _Where, from_source: bool = False
 ) -> list[Entry]:
     entries: list[Entry] = []
     seen: dict[str, int] = {}
     for position, (line, data) in enumerate(raw):
-        entry = _build_case(path, line, position, data, defaults, db_dir, from_source)
+        entry = _build_case(path, line, position, data, defaults, where, from_source)
         if isinstance(entry, Case) and entry.id in seen:
             entry = InvalidCase(
                 f"{entry.id}-duplicate-{position}", path, line, position,
@@ -247,7 +249,7 @@ def _as_str_list(value: Any, key: str) -> tuple[str, ...]:
 
 
 def _build_case(
-    path: Path, line: int, position: int, data: Any, defaults: Mapping[str, Any], db_dir: Path | None,
+    path: Path, line: int, position: int, data: Any, defaults: Mapping[str, Any], where: _Where,
     from_source: bool = False,
 ) -> Entry:
     fallback_id = default_id(position)
@@ -261,7 +263,7 @@ def _build_case(
     case_data = _canonical(data)
     merged = {**_canonical(defaults), **case_data}
     try:
-        return _case_from_mapping(path, line, position, merged, _canonical(defaults), case_data, db_dir)
+        return _case_from_mapping(path, line, position, merged, _canonical(defaults), case_data, where)
     except (ValueError, TypeError) as e:
         return InvalidCase(_id_of(data, fallback_id), path, line, position, str(e))
 
@@ -273,7 +275,7 @@ def _id_of(data: Mapping[str, Any], fallback: str) -> str:
 
 def _case_from_mapping(
     path: Path, line: int, position: int, merged: dict[str, Any], defaults: Mapping[str, Any],
-    own: Mapping[str, Any], db_dir: Path | None,
+    own: Mapping[str, Any], where: _Where,
 ) -> Case:
     case_id = str(merged["id"]) if merged.get("id") is not None and str(merged["id"]).strip() else default_id(position)
     base = path.parent
@@ -312,8 +314,8 @@ def _case_from_mapping(
     predicted = merged.get("predicted")
     if predicted is not None and not isinstance(predicted, str):
         raise ValueError(f"`predicted` must be SQL text, not {type(predicted).__name__}")
-    database, target = _database_of(merged, base, db_dir)
-    if database is None:
+    database, target = _database_of(merged, base, where)
+    if target is None and not where.dsn:
         raise ValueError("no database: give `database` (a file or URL) or `db_id` with `db_dir` (or --nl2sql-db-dir)")
     return Case(
         id=case_id, file=path, line=line, position=position, question=_opt_str(merged.get("question")),
@@ -335,27 +337,34 @@ def _last_user_content(conversation: list[Any]) -> str | None:
     return None
 
 
-def _is_url(text: str) -> bool:
-    return "://" in text
+@dataclass(frozen=True)
+class _Where:
+    """Where databases are: `--nl2sql-db-dir` for bare `db_id`s, and `--nl2sql-dsn` for all."""
+
+    db_dir: Path | None = None
+    dsn: str | None = None
 
 
-def _database_of(data: Mapping[str, Any], base: Path, db_dir: Path | None) -> tuple[str | None, str | None]:
-    """(the database as the case names it, what to open: an absolute path or a URL)."""
+def _database_of(data: Mapping[str, Any], base: Path, where: _Where) -> tuple[str | None, str | None]:
+    """(the database as the case names it, the case's own database to open: a path or a URL).
+
+    With `--nl2sql-dsn` every case runs on that database, so a case may then name only a
+    `db_id` (as a label) or nothing: its own database is None."""
     database = data.get("database")
-    if database is not None:
-        database = str(database)
-        if _is_url(database):
-            return database, database
-        return database, str((base / database).resolve())
     db_id = data.get("db_id")
+    if database is not None:
+        label = str(database)
+        return label, label if looks_like_url(label) else str((base / label).resolve())
     if db_id is None:
         return None, None
-    db_id = str(db_id)
+    label = str(db_id)
     directory = data.get("db_dir")
-    root = (base / str(directory)) if directory is not None else db_dir
+    root = (base / str(directory)) if directory is not None else where.db_dir
     if root is None:
-        raise ValueError(f"`db_id: {db_id}` needs `db_dir` (in the case or suite) or --nl2sql-db-dir")
-    return db_id, str((Path(root) / db_id / f"{db_id}.sqlite").resolve())
+        if where.dsn:
+            return label, None
+        raise ValueError(f"`db_id: {label}` needs `db_dir` (in the case or suite) or --nl2sql-db-dir")
+    return label, str((Path(root) / label / f"{label}.sqlite").resolve())
 
 
 # --- external data sets (Spider, BIRD) -------------------------------------------------------

@@ -52,7 +52,7 @@ def to_engine_sql(sql: str, dialect: str | None, engine: Engine) -> str:
         return sql
     try:
         return ";\n".join(sqlglot.transpile(sql, read=dialect, write=engine.dialect))
-    except SqlglotError as e:
+    except (SqlglotError, RecursionError) as e:  # a deeply nested query exhausts the parser's stack
         raise QueryError(f"cannot translate the query from {dialect} to {engine.dialect}: {e}") from e
 
 

@@ -7,6 +7,7 @@ the controller can aggregate from reports alone (pytest-xdist safe, as pytest's 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -55,7 +56,9 @@ class CaseFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         settings = runtime(self.config).settings
-        for entry in load_case_file(self.path, db_dir=settings.db_dir):
+        entries = load_case_file(self.path, db_dir=settings.db_dir, dsn=settings.dsn)
+        self.case_count = len(entries)  # an aligned predictions file must have as many lines
+        for entry in entries:
             if isinstance(entry, InvalidCase):
                 yield InvalidCaseItem.from_parent(self, name=entry.id, entry=entry)
             elif entry.is_term_selection:
@@ -104,6 +107,28 @@ class CaseItemBase(pytest.Item):
             gold=case.gold_value if kind is Kind.SQL else None, hardness=getattr(self, "hardness", None),
             tags=case.tags, **fields,
         )
+
+    @contextmanager
+    def results_even_on_crash(self, case: Case, kind: Kind, verdict: Verdict) -> Iterator[None]:
+        """An unexpected exception still leaves a result for the reports (then propagates with its
+        traceback), so that no case silently drops out of the accuracy."""
+        try:
+            yield
+        except (CaseFailure, CaseError, pytest.skip.Exception):
+            raise
+        except BaseException as e:
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            reason = f"could not be judged: {type(e).__name__}: {e}".splitlines()[0]
+            self.record(self.base_result(case, verdict, kind, reason=reason))
+            raise
+
+    def refuse_if_misconfigured(self, rt: Runtime, case: Case) -> None:
+        """Under xdist a usage problem found at collection is reported by every case."""
+        if rt.usage_problem:
+            kind = Kind.TERM_SELECTION if case.is_term_selection else Kind.SQL
+            result = self.record(self.base_result(case, Verdict.GOLD_ERROR, kind, reason=rt.usage_problem))
+            raise CaseError(result, f"usage error: {rt.usage_problem}")
 
     def fail_or_pass(self, result: CaseResult, text: str) -> None:
         rt = runtime(self.config)
@@ -157,8 +182,13 @@ class SqlCaseItem(CaseItemBase):
         self.extra_keyword_matches.update(k for k in (*case.tags, case.database, self.hardness) if k)
 
     def setup(self) -> None:
+        with self.results_even_on_crash(self.case, Kind.SQL, Verdict.GOLD_ERROR):
+            self._run_gold()
+
+    def _run_gold(self) -> None:
         rt = runtime(self.config)
         case = self.case
+        self.refuse_if_misconfigured(rt, case)
         try:
             engine = rt.engine_for(case)
             self.gold = run_gold(
@@ -171,6 +201,10 @@ class SqlCaseItem(CaseItemBase):
             raise CaseError(result, render.gold_error_text(case, str(e))) from None
 
     def runtest(self) -> None:
+        with self.results_even_on_crash(self.case, Kind.SQL, Verdict.PRED_ERROR):
+            self._judge_prediction()
+
+    def _judge_prediction(self) -> None:
         rt = runtime(self.config)
         case = self.case
         engine = rt.engine_for(case)
@@ -213,8 +247,13 @@ class TermSelectionItem(CaseItemBase):
         self.extra_keyword_matches.update(k for k in (*case.tags, case.database, case.hardness) if k)
 
     def runtest(self) -> None:
+        with self.results_even_on_crash(self.case, Kind.TERM_SELECTION, Verdict.PREDICTOR_ERROR):
+            self._score()
+
+    def _score(self) -> None:
         rt = runtime(self.config)
         case = self.case
+        self.refuse_if_misconfigured(rt, case)
         conversation = list(case.conversation or ())
         turns = termselection.targeted_turns(conversation)
         outcome = self._predict(rt, conversation, turns)
@@ -340,16 +379,32 @@ def adjust_report(report: pytest.TestReport, call: pytest.CallInfo[None]) -> Non
 
 
 def aligned_predictions_problem(config: pytest.Config, items: list[pytest.Item]) -> str | None:
-    """A one-query-per-line predictions file aligns with one suite only."""
+    """A one-query-per-line predictions file aligns with exactly one suite, line for case."""
     store = runtime(config).predictions
     if store is None or store.aligned is None:
         return None
-    files = sorted({item.rel_file for item in items if isinstance(item, CaseItemBase)})
+    case_items = [item for item in items if isinstance(item, CaseItemBase)]
+    files = sorted({item.rel_file for item in case_items})
     if len(files) > 1:
         return (f"--nl2sql-predictions={store.path} has one query per line, aligned with one suite, "
                 f"but {len(files)} case files were collected ({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}): "
                 "run one suite, or use a JSONL file of {\"id\", \"predicted\"}")
+    cases = getattr(case_items[0].parent, "case_count", None) if case_items else None
+    if cases is not None and cases != len(store.aligned):
+        return (f"--nl2sql-predictions={store.path} has {len(store.aligned)} lines for the {cases} cases of "
+                f"{files[0]}: one query per line, a blank line for a case without one")
     return None
+
+
+def check_aligned_predictions(session: pytest.Session) -> None:
+    """Refuse a misaligned predictions file before any case runs. An xdist worker cannot stop the
+    session cleanly, so there every case reports the problem as an error instead."""
+    problem = aligned_predictions_problem(session.config, session.items)
+    if problem is None:
+        return
+    if not hasattr(session.config, "workerinput"):
+        raise pytest.UsageError(problem)
+    runtime(session.config).usage_problem = problem
 
 
 def explain_result_comparison(op: str, left: Any, right: Any) -> list[str] | None:

@@ -69,11 +69,13 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     nodes.assign_positions(items)
-    problem = nodes.aligned_predictions_problem(config, items)
-    if problem:
-        raise pytest.UsageError(problem)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    nodes.check_aligned_predictions(session)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -7,6 +7,7 @@ worker build their own from the same options), so nothing is shared through modu
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 import traceback
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from .baseline import Baseline, BaselineStatus, classify, load_baseline
 from .cases import Case
@@ -43,6 +46,7 @@ class Runtime:
     engines: EngineCache = field(default_factory=EngineCache)
     _schemas: dict[str, Any] = field(default_factory=dict)
     _ddl: dict[int, str] = field(default_factory=dict)
+    usage_problem: str | None = None  # a misconfiguration found at collection (xdist workers)
 
     @cached_property
     def predictions(self) -> PredictionStore | None:
@@ -96,7 +100,7 @@ class Runtime:
                     schema = SpiderSchema.from_tables_json(case.tables_json, case.database)
                 elif target and "://" not in target and Path(target).is_file():
                     schema = SpiderSchema.from_sqlite(target)
-            except (OSError, ValueError, KeyError):
+            except (OSError, ValueError, KeyError, sqlite3.Error):  # not a usable schema: no exact match
                 schema = None
             self._schemas[key] = schema
         return self._schemas[key]
@@ -121,7 +125,7 @@ class Runtime:
         started = time.perf_counter()
         try:
             value = self.predict_hook(case=case)
-        except Exception as e:  # the model under test failed: a verdict, not a crash of the run
+        except (Exception, pytest.fail.Exception) as e:  # the model failed: a verdict, not a crash
             return PredictionOutcome(None, "hook", time.perf_counter() - started, error=_one_line(e),
                                      traceback=_user_traceback(e), key=key)
         if value is not None:

@@ -164,7 +164,9 @@ def _schema_from_tables_file(path: str, mtime: float, db_id: str) -> SpiderSchem
 def _schema_from_sqlite(path: str, mtime: float) -> SpiderSchema:
     if not os.path.exists(path):
         raise FileNotFoundError(path)
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    from pytest_nl2sql.engines.sqlite import sqlite_uri  # the engine's read-only open: never creates a file
+
+    conn = sqlite3.connect(sqlite_uri(Path(path)), uri=True)
     try:
         names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         tables: dict[str, list[str]] = {}

@@ -244,3 +244,37 @@ def test_no_case_at_all_still_writes_the_requested_report_and_checks_thresholds(
     assert gated.ret == pytest.ExitCode.TESTS_FAILED
     quiet = pytester.runpytest()
     assert "= nl2sql =" not in quiet.stdout.str()
+
+
+def test_no_case_drops_out_of_the_report(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+    """Whatever goes wrong while judging, every case keeps a result in the report."""
+    deep = "SELECT " + "(" * 400 + "1" + ")" * 400
+    write_suite(shop.path, [
+        {"id": "deep", "gold": "SELECT 1", "predicted": deep, "dialect": "postgres"},
+        {"id": "refused", "gold": "SELECT 1"},
+        {"id": "fine", "gold": "SELECT 1", "predicted": "SELECT 1"},
+    ], database="shop.sqlite")
+    shop.makeconftest(
+        "import pytest\n"
+        "def pytest_nl2sql_predict(case):\n"
+        "    if case.id == 'refused':\n"
+        "        pytest.fail('the model refused')\n")
+    result = shop.runpytest(*xdist_args, "--nl2sql-report=json:r.json")
+    result.assert_outcomes(passed=1, failed=2)
+    items = {i["id"]: i for i in read_report(shop.path / "r.json")["items"]}
+    assert set(items) == {"deep", "refused", "fine"}
+    assert items["deep"]["verdict"] == "pred_error"
+    assert (items["refused"]["verdict"], items["refused"]["reason"]) == ("predictor_error", "Failed: the model refused")
+
+
+def test_aligned_predictions_must_match_the_suite(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+    write_suite(shop.path, [{"id": "a", "gold": "SELECT 1"}, {"id": "b", "gold": "SELECT 2"}], database="shop.sqlite")
+    (shop.path / "p.sql").write_text("SELECT 1\nSELECT\n2\n")  # one prediction broken over two lines
+    result = shop.runpytest(*xdist_args, "--nl2sql-predictions=p.sql")
+    assert result.ret in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.TESTS_FAILED)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert "p.sql has 3 lines for the 2 cases of shop.nl2sql.yaml" in result.stdout.str() + result.stderr.str()
+    # -k selects cases of one suite: the other suite no longer stands in the way
+    write_suite(shop.path, [{"id": "c", "gold": "SELECT 1"}], name="other.nl2sql.yaml", database="shop.sqlite")
+    (shop.path / "p.sql").write_text("SELECT 1\nSELECT 2\n")
+    shop.runpytest(*xdist_args, "--nl2sql-predictions=p.sql", "shop.nl2sql.yaml").assert_outcomes(passed=2)

@@ -80,3 +80,11 @@ def test_suite_runs_on_a_server_copy(pytester: pytest.Pytester, request: pytest.
     local = {i["id"]: i["verdict"] for i in read_report(pytester.path / "local.json")["items"]}
     server_verdicts = {i["id"]: i["verdict"] for i in read_report(pytester.path / "server.json")["items"]}
     assert local == server_verdicts == EXPECTED
+
+
+def test_db_id_suite_runs_on_the_dsn_without_local_files(pytester: pytest.Pytester, postgres_url: str) -> None:
+    """A Spider-style suite (only `db_id`s, no database files here) pointed at a server copy."""
+    write_suite(pytester.path, [{"id": "a", "db_id": "shop", "gold": "SELECT count(*) FROM item", "predicted": "SELECT 5"}])
+    result = pytester.runpytest(f"--nl2sql-dsn={postgres_url}", "--nl2sql-report=json:r.json")
+    result.assert_outcomes(passed=1)
+    assert read_report(pytester.path / "r.json")["items"][0]["database"] == "shop"

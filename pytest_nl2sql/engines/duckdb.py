@@ -29,6 +29,8 @@ from pytest_nl2sql.engines.base import (
 INSTALL_HINT = "pip install 'pytest-nl2sql[all]'"
 
 READ_ONLY_CONFIG = {
+    "memory_limit": "1GB",  # a hostile sort or join fails with an out-of-memory error instead
+    "max_temp_directory_size": "0GB",  # no spilling to disk either
     "enable_external_access": False,
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
