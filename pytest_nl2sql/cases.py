@@ -280,9 +280,10 @@ def _case_from_mapping(
     case_id = str(merged["id"]) if merged.get("id") is not None and str(merged["id"]).strip() else default_id(position)
     base = path.parent
     tags = tuple(dict.fromkeys(_as_str_list(defaults.get("tags"), "tags") + _as_str_list(own.get("tags"), "tags")))
+    for options in (defaults.get("compare"), own.get("compare")):
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(f"`compare` must be a mapping of comparison options, e.g. {{mode: {options}}}")
     compare = {**(defaults.get("compare") or {}), **(own.get("compare") or {})}
-    if not isinstance(compare, Mapping):
-        raise ValueError("`compare` must be a mapping of comparison options")
     order = merged.get("order", "auto")
     if order not in ORDER_VALUES:
         raise ValueError(f"`order` must be one of {', '.join(ORDER_VALUES)}, not {order!r}")

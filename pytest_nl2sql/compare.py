@@ -178,7 +178,7 @@ class _NaN:
 
 
 NAN = _NaN()
-_NUMERIC = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")  # over a value, not over SQL
+_NUMERIC = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # over a value, not over SQL
 
 
 def _number(value: float) -> Any:

@@ -52,16 +52,24 @@ class Controller:
         self.summary = summary
         report = build_report(results, summary)
         if settings.update_baseline and settings.baseline is not None:
-            previous = load_baseline(settings.baseline) if settings.baseline.exists() else None
-            write_baseline(settings.baseline, report["items"], previous=previous)  # keeps cases not run now
+            previous = None
+            if settings.baseline.exists():
+                try:
+                    previous = load_baseline(settings.baseline)  # its cases not run now are kept
+                except BaselineError as e:
+                    self.messages.append(f"the old baseline could not be read ({e}): written from scratch")
+            write_baseline(settings.baseline, report["items"], previous=previous)
             self.messages.append(f"baseline written: {settings.baseline} ({len(results)} cases)")
         if settings.record is not None:
             records = [_record(r) for r in results if r.extra.get("prediction_source") == "hook"]
             _write(settings.record, record_lines(records))
             self.messages.append(f"predictions recorded: {settings.record} ({len(records)} cases)")
         for target in settings.reports:
-            for written in write_report(target.format, report, target.path):
-                self.messages.append(f"{target.format} report: {written}")
+            try:
+                for written in write_report(target.format, report, target.path):
+                    self.messages.append(f"{target.format} report: {written}")
+            except OSError as e:  # one unwritable report must not cost the others or the thresholds
+                self.failures.append(f"nl2sql: cannot write the {target.format} report {target.path}: {e}")
         self.failures += check_thresholds(settings.fail_under, summary)
         if self.failures and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

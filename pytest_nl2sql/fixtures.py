@@ -99,12 +99,16 @@ class NL2SQL:
     def case(self, file: str | os.PathLike[str], case_id: str) -> Case:
         """One case of a case file (`file` relative to the test's file), as the plugin reads it."""
         path = self.base_dir / Path(file)
-        entries = load_case_file(path, db_dir=self._runtime.settings.db_dir)
+        settings = self._runtime.settings
+        entries = load_case_file(path, db_dir=settings.db_dir, dsn=settings.dsn)
         for entry in entries:
             if entry.id == case_id:
                 if isinstance(entry, InvalidCase):
                     raise entry.error
                 return entry
+        broken = [e for e in entries if isinstance(e, InvalidCase)]
+        if broken:  # the case may be in the part of the file that could not be read
+            raise broken[0].error
         known = ", ".join(e.id for e in entries[:10]) + (", ..." if len(entries) > 10 else "")
         raise CaseFileError(path, None, f"no case with id {case_id!r} (there are: {known or 'none'})")
 

@@ -418,7 +418,7 @@ def explain_result_comparison(op: str, left: Any, right: Any) -> list[str] | Non
     if comparison.match:
         return ["query results are equal under execution match (same rows up to column and row order), "
                 "but not identical: compare them with the nl2sql fixture, or compare sorted rows"]
-    judgement = Judgement(Verdict.PASS if comparison.match else Verdict.MISMATCH, comparison.reason, comparison, 0, left)
+    judgement = Judgement(Verdict.MISMATCH, comparison.reason, comparison, 0, left)
     gold = GoldOutcome((right,), (), False)
     text = render.result_diff_lines(judgement, gold)
     return [f"query results differ ({comparison.reason}): left is the prediction, right the gold", *text]

@@ -13,7 +13,6 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from .baseline import Baseline, BaselineStatus, classify, load_baseline
 from .cases import Case
 from .engines import EngineCache
 from .engines.base import DatabaseMissing, Engine, EngineError
+from .engines.url import EngineKind, parse_database
 from .predictions import PredictionStore, load_predictions, prediction_key
 from .settings import Settings
 
@@ -98,9 +98,11 @@ class Runtime:
             try:
                 if case.tables_json is not None and case.database:
                     schema = SpiderSchema.from_tables_json(case.tables_json, case.database)
-                elif target and "://" not in target and Path(target).is_file():
-                    schema = SpiderSchema.from_sqlite(target)
-            except (OSError, ValueError, KeyError, sqlite3.Error):  # not a usable schema: no exact match
+                elif target:
+                    spec = parse_database(target)
+                    if spec.kind is EngineKind.SQLITE and spec.path is not None and spec.path.is_file():
+                        schema = SpiderSchema.from_sqlite(spec.path)
+            except (OSError, ValueError, KeyError, sqlite3.Error, EngineError):  # no usable schema: no exact match
                 schema = None
             self._schemas[key] = schema
         return self._schemas[key]

@@ -57,8 +57,6 @@ class Report:
 
 @dataclass(frozen=True)
 class Settings:
-    invocation_dir: Path
-    rootdir: Path
     predictions: Path | None = None
     db_dir: Path | None = None
     dsn: str | None = None
@@ -82,8 +80,8 @@ def option_value(config: Any, option: Option) -> Any:
         ini = config.getini(option.dest)
         if option.kind == "bool":
             value = value or (str(ini).strip().lower() in ("1", "true", "yes", "on") if ini else False)
-        elif option.kind == "append":
-            value = ini if isinstance(ini, list) else str(ini).split()
+        elif option.kind == "append":  # several per line or one per line, as the user likes
+            value = [part for line in (ini if isinstance(ini, list) else [str(ini)]) for part in line.split()]
         else:
             value = ini or None
     return option.default if value in (None, []) and option.default is not None else value
@@ -127,8 +125,6 @@ def read_settings(config: Any) -> Settings:
     if update and not values["nl2sql_baseline"]:
         raise SettingsError("--nl2sql-update-baseline needs --nl2sql-baseline=PATH (where to write it)")
     return Settings(
-        invocation_dir=here,
-        rootdir=Path(config.rootpath),
         predictions=path("nl2sql_predictions"),
         db_dir=path("nl2sql_db_dir"),
         dsn=values["nl2sql_dsn"],

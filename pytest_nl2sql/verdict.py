@@ -45,7 +45,6 @@ class Reason(str, Enum):
     COLUMN_COUNT = "column count"
     VALUES = "values"
     ORDER = "order"
-    SCORES = "scores"  # term selection: a macro score below its threshold
 
 
 class Kind(str, Enum):

@@ -611,3 +611,9 @@ class TestProperties:
             mapped = [norm(tuple(r[j] for j in result.pairing)) for r in pred]
             expected = [norm(r) for r in gold]
             assert (mapped == expected) if ordered else (Counter(mapped) == Counter(expected))
+
+
+def test_only_ascii_digits_make_a_numeric_string() -> None:
+    assert compare_results([("1",)], [(1,)])
+    assert not compare_results([("１",)], [(1,)])  # a full-width digit is text
+    assert not compare_results([("٣",)], [(3,)])

@@ -278,3 +278,17 @@ def test_aligned_predictions_must_match_the_suite(shop: pytest.Pytester, xdist_a
     write_suite(shop.path, [{"id": "c", "gold": "SELECT 1"}], name="other.nl2sql.yaml", database="shop.sqlite")
     (shop.path / "p.sql").write_text("SELECT 1\nSELECT 2\n")
     shop.runpytest(*xdist_args, "--nl2sql-predictions=p.sql", "shop.nl2sql.yaml").assert_outcomes(passed=2)
+
+
+def test_unwritable_report_and_unreadable_old_baseline_do_not_crash(shop: pytest.Pytester) -> None:
+    write_suite(shop.path, [{"id": "a", "gold": "SELECT 1", "predicted": "SELECT 1"}], database="shop.sqlite")
+    (shop.path / "taken").mkdir()
+    (shop.path / "base.json").write_text("<<<<<<< HEAD\n{}\n=======\n")  # a merge conflict
+    result = shop.runpytest("--nl2sql-report=json:taken", "--nl2sql-report=md:ok.md",
+                            "--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the report that could not be written fails the run
+    assert "INTERNALERROR" not in result.stdout.str()
+    result.stdout.fnmatch_lines_random(["nl2sql: cannot write the json report *taken*", "md report: *ok.md",
+                                        "the old baseline could not be read *: written from scratch"])
+    assert (shop.path / "ok.md").exists()
+    assert '"a"' in (shop.path / "base.json").read_text()
