@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .engines import open_engine
-from .engines.base import EngineError, Limits
+from .engines.base import EngineError, Limits, text_errors_for
 from .evaluate import GoldError, judge, run_gold
 from .verdict import Verdict
 
@@ -40,7 +40,7 @@ def eval_exec_match(
     limits = limits or Limits()
     golds = [gold_sql] if isinstance(gold_sql, str) else list(gold_sql)
     try:
-        engine = open_engine(str(db_path), text_errors="ignore" if spider_compat else "backslashreplace")
+        engine = open_engine(str(db_path), text_errors=text_errors_for(spider_compat))
     except EngineError as e:
         return ExecMatch(False, Verdict.GOLD_ERROR, f"database: {e}", None, None)
     try:

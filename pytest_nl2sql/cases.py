@@ -18,7 +18,7 @@ import yaml
 
 from . import termselection
 from .compare import CompareOptions
-from .engines.url import looks_like_url
+from .engines.url import dialect_of, looks_like_url
 
 # Case keys of the contract, plus the free-text keys of the term-selection format.
 CASE_KEYS = frozenset(
@@ -76,6 +76,11 @@ class Case:
     @property
     def is_term_selection(self) -> bool:
         return self.conversation is not None
+
+    @property
+    def written_in(self) -> str:
+        """The sqlglot dialect of the case's SQL: its `dialect`, else its own database's."""
+        return self.dialect or dialect_of(self.database_target or "")
 
     @property
     def gold_value(self) -> str | list[str] | None:

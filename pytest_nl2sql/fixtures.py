@@ -52,7 +52,7 @@ from .cases import Case, CaseFileError, InvalidCase, load_case_file
 from .compare import Comparison
 from .engines.base import Engine, QueryError, QueryResult, QueryTimeout, TooManyRows
 from .evaluate import GoldOutcome, Judgement, judge, run_gold, to_engine_sql
-from .items import case_dialect, runtime
+from .items import runtime
 from .runtime import Runtime
 from .verdict import CaseResult, Kind, Verdict
 
@@ -168,7 +168,7 @@ class NL2SQL:
     def _dialect(self, database: Database, dialect: str | None) -> str | None:
         if dialect is not _UNSET:
             return dialect
-        return case_dialect(database) if isinstance(database, Case) else None
+        return database.written_in if isinstance(database, Case) else None
 
     def _judge(
         self, database: Database, predicted: str, gold: str | Sequence[str] | None,

@@ -192,7 +192,7 @@ class SqlCaseItem(CaseItemBase):
         try:
             engine = rt.engine_for(case)
             self.gold = run_gold(
-                case.gold, engine, rt.settings.limits, dialect=case_dialect(case), order=case.order,
+                case.gold, engine, rt.settings.limits, dialect=case.written_in, order=case.order,
                 spider_compat=rt.spider_mode(case), gold_result_files=case.gold_result,
             )
         except (GoldError, EngineError) as e:
@@ -208,7 +208,7 @@ class SqlCaseItem(CaseItemBase):
         rt = runtime(self.config)
         case = self.case
         engine = rt.engine_for(case)
-        view = case.replace(schema=rt.schema_ddl(engine), engine=engine, dialect=case_dialect(case))
+        view = case.replace(schema=rt.schema_ddl(engine), engine=engine, dialect=case.written_in)
         prediction = rt.predict(view, self.file_names, rt.prediction_key(view))
         judgement = self._judge(rt, prediction, engine)
         predicted_sql = prediction.value if isinstance(prediction.value, str) else _plain(prediction.value)
@@ -230,7 +230,7 @@ class SqlCaseItem(CaseItemBase):
             return Judgement(Verdict.PREDICTOR_ERROR, f"the prediction must be SQL text, not {type(prediction.value).__name__}")
         assert self.gold is not None
         return judge(
-            prediction.value, self.gold, engine, rt.settings.limits, dialect=case_dialect(self.case),
+            prediction.value, self.gold, engine, rt.settings.limits, dialect=self.case.written_in,
             compare=self.case.compare, spider_compat=rt.spider_mode(self.case),
             fingerprint=rt.settings.baseline is not None,
         )
@@ -316,16 +316,6 @@ def _plain(value: Any) -> Any:
     return value if value is None or isinstance(value, (str, int, float, bool, list, dict)) else repr(value)
 
 
-def case_dialect(case: Case) -> str:
-    """The dialect the case's SQL is written in: its `dialect`, else its own database's."""
-    if case.dialect:
-        return case.dialect
-    target = case.database_target or ""
-    scheme = target.split("://", 1)[0].split("+", 1)[0].lower() if "://" in target else "sqlite"
-    return {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql", "mariadb": "mysql",
-            "duckdb": "duckdb"}.get(scheme, "sqlite")
-
-
 def _computed_hardness(case: Case, schema: Any) -> str | None:
     """Spider's bucket of the (first) gold query. With the schema exact match will use, the gold
     is parsed once for both (the parse is cached per query and schema). A gold the official
@@ -340,14 +330,14 @@ def _computed_hardness(case: Case, schema: Any) -> str | None:
         except (ValueError, RecursionError):
             continue
     try:
-        return str(estimated_hardness(case.gold[0], case_dialect(case)))
+        return str(estimated_hardness(case.gold[0], case.written_in))
     except (ValueError, RecursionError):
         return None
 
 
 def _exact_match(rt: Runtime, case: Case, predicted: Any) -> Any:
     """Spider exact-set match, for SQL cases whose schema is known and whose gold the parser reads."""
-    if not case.gold or not isinstance(predicted, str) or case_dialect(case) != "sqlite":
+    if not case.gold or not isinstance(predicted, str) or case.written_in != "sqlite":
         return None
     schema = rt.spider_schema(case)
     if schema is None:

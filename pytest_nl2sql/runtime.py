@@ -20,7 +20,7 @@ import pytest
 from .baseline import Baseline, BaselineStatus, classify, load_baseline
 from .cases import Case
 from .engines import EngineCache
-from .engines.base import DatabaseMissing, Engine, EngineError
+from .engines.base import DatabaseMissing, Engine, EngineError, text_errors_for
 from .engines.url import EngineKind, parse_database
 from .predictions import PredictionStore, load_predictions, prediction_key
 from .settings import Settings
@@ -64,7 +64,7 @@ class Runtime:
 
     @property
     def text_errors(self) -> str:
-        return "ignore" if self.settings.spider_compat else "backslashreplace"
+        return text_errors_for(self.settings.spider_compat)
 
     def spider_mode(self, case: Case) -> bool:
         """Official Spider verdicts for this case: `--nl2sql-compat=spider`, or its `compare: {mode: spider}`."""
@@ -76,7 +76,7 @@ class Runtime:
         target = self.settings.dsn or case.database_target
         if target is None:
             raise DatabaseMissing(f"case {case.id} names no database")
-        return self.engines.get(target, None, text_errors="ignore" if self.spider_mode(case) else "backslashreplace")
+        return self.engines.get(target, None, text_errors=text_errors_for(self.spider_mode(case)))
 
     def schema_ddl(self, engine: Engine) -> str:
         key = id(engine)

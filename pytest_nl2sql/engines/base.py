@@ -35,6 +35,12 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
 
 
+def text_errors_for(spider_compat: bool) -> str:
+    """How undecodable text bytes are read: dropped as the official Spider evaluator does
+    (`bytes.decode(errors="ignore")`) in compat mode, else kept, backslash-escaped."""
+    return "ignore" if spider_compat else "backslashreplace"
+
+
 class EngineError(Exception):
     """Base of the errors an engine raises; `str(error)` is what the user sees."""
 

@@ -80,6 +80,14 @@ def looks_like_url(database: str) -> bool:
     return bool(sep) and len(scheme) > 1 and scheme.replace("+", "").replace("-", "").isalnum()
 
 
+def dialect_of(database: str) -> str:
+    """The sqlglot dialect of a database spec, read off its URL scheme (a plain path is SQLite)."""
+    if not looks_like_url(database):
+        return EngineKind.SQLITE.value
+    scheme = database.partition("://")[0].partition("+")[0].lower()
+    return _SCHEMES.get(scheme, EngineKind.SQLITE).value
+
+
 def parse_database(database: str, base_dir: Path | None = None) -> DatabaseSpec:
     """Parse a case's `database` value; raise `DatabaseMissing` when it cannot name a database."""
     text = database
