@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from . import render
-from .baseline import BaselineError, compare_with_baseline, load_baseline, write_baseline
+from .baseline import Baseline, BaselineError, compare_with_baseline, load_baseline, write_baseline
 from .predictions import record_lines
 from .settings import Settings
 from .summary import build_report, ordered, summarize
@@ -21,8 +21,9 @@ from .thresholds import check_thresholds
 from .verdict import PROPERTY, CaseResult
 
 class Controller:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, baseline: Baseline | None) -> None:
         self.settings = settings
+        self.baseline = baseline  # the one the workers classify against, read once at configure
         self.results: dict[str, CaseResult] = {}  # the last result per nodeid, so reruns are safe
         self.summary: dict[str, Any] | None = None
         self.messages: list[str] = []  # files written, baseline notes
@@ -42,13 +43,10 @@ class Controller:
             return  # no case ran and nothing was asked of us: stay silent
         results = ordered(self.results.values())
         summary = summarize(results)
-        if settings.baseline is not None and not settings.update_baseline:
-            try:
-                comparison = compare_with_baseline(load_baseline(settings.baseline), [r.to_json() for r in results])
-                summary["baseline"] = comparison.to_json()
-                self.messages += comparison.render_lines()
-            except BaselineError as e:
-                self.failures.append(str(e))
+        if self.baseline is not None:
+            comparison = compare_with_baseline(self.baseline, [r.to_json() for r in results])
+            summary["baseline"] = comparison.to_json()
+            self.messages += comparison.render_lines()
         self.summary = summary
         report = build_report(results, summary)
         if settings.update_baseline and settings.baseline is not None:

@@ -70,7 +70,7 @@ class CaseFile(pytest.File):
 class CaseItemBase(pytest.Item):
     """What every nl2sql item shares: position, result recording, failure rendering."""
 
-    position: int = 0
+    collection_index: int = 0  # position among all collected items (Case.position is within its file)
 
     @property
     def rel_file(self) -> str:
@@ -102,7 +102,7 @@ class CaseItemBase(pytest.Item):
 
     def base_result(self, case: Case, verdict: Verdict, kind: Kind, **fields: Any) -> CaseResult:
         return CaseResult(
-            id=case.id, nodeid=self.nodeid, file=self.rel_file, position=self.position, kind=kind,
+            id=case.id, nodeid=self.nodeid, file=self.rel_file, position=self.collection_index, kind=kind,
             verdict=verdict, question=case.question, database=case.database,
             gold=case.gold_value if kind is Kind.SQL else None, hardness=getattr(self, "hardness", None),
             tags=case.tags, **fields,
@@ -160,7 +160,7 @@ class InvalidCaseItem(CaseItemBase):
         message = str(self.entry.error)
         result = self.record(
             CaseResult(
-                id=self.entry.id, nodeid=self.nodeid, file=self.rel_file, position=self.position, kind=Kind.SQL,
+                id=self.entry.id, nodeid=self.nodeid, file=self.rel_file, position=self.collection_index, kind=Kind.SQL,
                 verdict=Verdict.GOLD_ERROR, reason=f"invalid case: {message}",
             )
         )
@@ -352,9 +352,9 @@ def _exact_match(rt: Runtime, case: Case, predicted: Any) -> Any:
 
 def assign_positions(items: list[pytest.Item]) -> None:
     """Number items in collection order, so reports list them identically under xdist."""
-    for position, item in enumerate(items):
+    for index, item in enumerate(items):
         if isinstance(item, CaseItemBase):
-            item.position = position
+            item.collection_index = index
 
 
 def adjust_report(report: pytest.TestReport, call: pytest.CallInfo[None]) -> None:

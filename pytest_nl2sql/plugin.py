@@ -47,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"nl2sql: {e}") from None
     config.stash[nodes.RUNTIME_KEY] = rt
     if not hasattr(config, "workerinput"):
-        controller = Controller(settings)
+        controller = Controller(settings, rt.baseline)
         config.stash[CONTROLLER_KEY] = controller
         config.pluginmanager.register(controller, "nl2sql-controller")
 
