@@ -40,3 +40,11 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
 
 def read_report(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
+
+
+def write_spider_suite(directory: Path, spider: Path, predictions: Path, name: str = "spider_dev.nl2sql.yaml") -> Path:
+    """A suite over the real Spider dev set with one predictions file."""
+    path = directory / name
+    path.write_text(yaml.safe_dump({"source": {"format": "spider", "questions": str(spider / "dev.json"),
+                                               "db_dir": str(spider / "database"), "predictions": str(predictions)}}))
+    return path

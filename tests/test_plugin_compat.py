@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import make_shop, read_report, write_suite
+from helpers import make_shop, read_report, write_spider_suite, write_suite
 
 # The shop database (tests/helpers.py): item(id, name, price, category) with 5 rows, 3 categories,
 # prices 1.5, 3.0, 2.0, 0.5, 7.0; plus stock(market_value) added below.
@@ -54,11 +54,6 @@ DIFFERENCES = [
 ]
 
 MODELS = ("c3sql_gpt35", "dail_sql_gpt4", "din_sql_gpt4", "graphix_t5", "spider_example_baseline")
-
-
-@pytest.fixture(params=[[], ["-n", "0"], ["-n", "2"]], ids=["plain", "n0", "n2"])
-def xdist_args(request: pytest.FixtureRequest) -> list[str]:
-    return request.param
 
 
 @pytest.fixture
@@ -130,10 +125,7 @@ def test_compat_agrees_with_official_verdicts_on_spider_dev(pytester: pytest.Pyt
     predictions = spider_dir / "predictions" / f"{model}.sql"
     if not predictions.exists():
         pytest.skip(f"no predictions file {predictions}")
-    (pytester.path / "spider_dev.nl2sql.yaml").write_text(
-        "source:\n  format: spider\n"
-        f"  questions: {spider_dir / 'dev.json'}\n  db_dir: {spider_dir / 'database'}\n  predictions: {predictions}\n"
-    )
+    write_spider_suite(pytester.path, spider_dir, predictions)
     result = pytester.runpytest("-p", "no:cacheprovider", "--nl2sql-compat=spider", "--nl2sql-report=json:report.json")
     official = _official_exec(spider_dir, model)
     items = read_report(pytester.path / "report.json")["items"]

@@ -20,11 +20,6 @@ CASES = [
 ]
 
 
-@pytest.fixture(params=[[], ["-n", "0"], ["-n", "2"]], ids=["plain", "n0", "n2"])
-def xdist_args(request: pytest.FixtureRequest) -> list[str]:
-    return request.param
-
-
 @pytest.fixture
 def shop(pytester: pytest.Pytester) -> pytest.Pytester:
     make_shop(pytester.path)

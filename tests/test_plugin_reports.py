@@ -69,11 +69,6 @@ def term_case(case_id: str, target: list[dict[str, Any]], predicted: list[dict[s
             **extra}
 
 
-@pytest.fixture(params=[[], ["-n", "0"], ["-n", "2"]], ids=["plain", "n0", "n2"])
-def xdist_args(request: pytest.FixtureRequest) -> list[str]:
-    return request.param
-
-
 @pytest.fixture
 def mixed(pytester: pytest.Pytester) -> pytest.Pytester:
     """A shop suite (pass, mismatch with a row diff, pred_error, gold_error) and two

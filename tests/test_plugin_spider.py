@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from helpers import make_shop, read_report, write_suite
+from helpers import make_shop, read_report, write_spider_suite, write_suite
 
 JOIN_GOLD = ("SELECT T1.name, count(*) FROM item AS T1 JOIN sale AS T2 ON T1.id = T2.item_id WHERE T1.price > 1 "
              "GROUP BY T1.name HAVING count(*) > 1 ORDER BY count(*) DESC LIMIT 1")
@@ -54,11 +54,6 @@ CASES: list[tuple[str, str, str, str | None, str, bool | None]] = [
 BUCKETS = ("easy", "medium", "hard", "extra")
 PARTIAL_COMPONENTS = ["select", "select(no AGG)", "where", "where(no OP)", "group(no Having)", "group", "order",
                       "and/or", "IUEN", "keywords"]
-
-
-@pytest.fixture(params=[[], ["-n", "0"], ["-n", "2"]], ids=["plain", "n0", "n2"])
-def xdist_args(request: pytest.FixtureRequest) -> list[str]:
-    return request.param
 
 
 @pytest.fixture
@@ -213,10 +208,7 @@ def test_spider_dev_matches_official_labels(pytester: pytest.Pytester, spider_di
     predictions = spider_dir / "predictions" / f"{model}.sql"
     if not predictions.exists():
         pytest.skip(f"no predictions file {predictions}")
-    (pytester.path / "spider_dev.nl2sql.yaml").write_text(
-        "source:\n  format: spider\n"
-        f"  questions: {spider_dir / 'dev.json'}\n  db_dir: {spider_dir / 'database'}\n  predictions: {predictions}\n"
-    )
+    write_spider_suite(pytester.path, spider_dir, predictions)
     result = pytester.runpytest("-p", "no:cacheprovider", "--nl2sql-compat=spider", "--nl2sql-report=json:report.json")
     ref = spider_dir / "reference"
     hardness = [row[2] for row in _tsv(ref / "dev_hardness.tsv")]

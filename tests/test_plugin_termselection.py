@@ -71,11 +71,6 @@ def dump(path: Any, data: Any) -> None:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-@pytest.fixture(params=[[], ["-n", "0"], ["-n", "2"]], ids=["plain", "n0", "n2"])
-def xdist_args(request: pytest.FixtureRequest) -> list[str]:
-    return request.param
-
-
 def test_worked_example_from_the_case(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
     """Spec 002's sample case (verbatim YAML) and its worked example: P 0.67, R 1.0 everywhere."""
     mexico = MEXICO_YAML + yaml.safe_dump({"predicted": selection(INDICATOR=[LP], COUNTRY=[MEX])}, sort_keys=False)
