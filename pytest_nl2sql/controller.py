@@ -20,7 +20,10 @@ from .summary import build_report, ordered, summarize
 from .thresholds import check_thresholds
 from .verdict import PROPERTY, CaseResult
 
+
 class Controller:
+    """Collects every case's result from the test reports; finishes the session on the controller."""
+
     def __init__(self, settings: Settings, baseline: Baseline | None) -> None:
         self.settings = settings
         self.baseline = baseline  # the one the workers classify against, read once at configure
