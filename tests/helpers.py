@@ -9,6 +9,31 @@ from typing import Any
 
 import yaml
 
+# The sample test case of spec 002, verbatim.
+MEXICO_YAML = """\
+id: c48d7624-d376-48ca-b2d8-386999befb45
+name: could_you_give_me_the_population_numbers_for_mexico
+tags:
+- imf
+- weo
+comments: ''
+conversation:
+- role: user
+  content: Could you give me the population numbers for Mexico?
+  target:
+    indicator_selection:
+    - dataset_id: IMF.RES:WEO
+      dimensions:
+      - dimension_name: INDICATOR
+        values:
+        - id: LP
+          name: Population, Persons for countries / Index for country groups
+      - dimension_name: COUNTRY
+        values:
+        - id: MEX
+          name: Mexico
+"""
+
 SHOP_SQL = """
 CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, price REAL, category TEXT);
 INSERT INTO item VALUES (1, 'pen', 1.5, 'office'), (2, 'ink', 3.0, 'office'),

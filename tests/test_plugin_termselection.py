@@ -14,32 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import make_shop, read_report, write_jsonl, write_suite
+from helpers import MEXICO_YAML, make_shop, read_report, write_jsonl, write_suite
 
-# The sample test case of spec 002, verbatim.
-MEXICO_YAML = """\
-id: c48d7624-d376-48ca-b2d8-386999befb45
-name: could_you_give_me_the_population_numbers_for_mexico
-tags:
-- imf
-- weo
-comments: ''
-conversation:
-- role: user
-  content: Could you give me the population numbers for Mexico?
-  target:
-    indicator_selection:
-    - dataset_id: IMF.RES:WEO
-      dimensions:
-      - dimension_name: INDICATOR
-        values:
-        - id: LP
-          name: Population, Persons for countries / Index for country groups
-      - dimension_name: COUNTRY
-        values:
-        - id: MEX
-          name: Mexico
-"""
 MEXICO_ID = "c48d7624-d376-48ca-b2d8-386999befb45"
 LP = {"id": "LP", "name": "Population, Persons for countries / Index for country groups"}
 MEX = {"id": "MEX", "name": "Mexico"}

@@ -10,6 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers import MEXICO_YAML
 from pytest_nl2sql.termselection import (
     Term,
     aggregate_term_selection,
@@ -24,29 +25,6 @@ from pytest_nl2sql.termselection import (
     validate_conversation,
 )
 
-MEXICO_CASE = """\
-id: c48d7624-d376-48ca-b2d8-386999befb45
-name: could_you_give_me_the_population_numbers_for_mexico
-tags:
-- imf
-- weo
-comments: ''
-conversation:
-- role: user
-  content: Could you give me the population numbers for Mexico?
-  target:
-    indicator_selection:
-    - dataset_id: IMF.RES:WEO
-      dimensions:
-      - dimension_name: INDICATOR
-        values:
-        - id: LP
-          name: Population, Persons for countries / Index for country groups
-      - dimension_name: COUNTRY
-        values:
-        - id: MEX
-          name: Mexico
-"""
 
 GDP = ("GDP", "gross domestic product")
 GDPPC = ("GDPPC", "GDP per capita")
@@ -95,7 +73,7 @@ def test_worked_example_of_the_spec() -> None:
 
 
 def test_mexico_case_in_the_spec_yaml_form_passes_with_a_perfect_selection() -> None:
-    case = yaml.safe_load(MEXICO_CASE)
+    case = yaml.safe_load(MEXICO_YAML)
     validate_conversation(case["conversation"])
     assert targeted_turns(case["conversation"]) == [0]
     wanted = targets(case["conversation"])
