@@ -8,6 +8,7 @@ next query. Engines raise the exceptions below; callers turn them into verdicts.
 from __future__ import annotations
 
 import datetime
+import importlib
 import decimal
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,6 +60,17 @@ class QueryTimeout(EngineError):
 
 class TooManyRows(EngineError):
     """The result has more rows than `Limits.max_rows`, or is larger than `Limits.max_bytes`."""
+
+
+INSTALL_HINT = "pip install 'pytest-nl2sql[all]'"
+
+
+def import_driver(module: str, needed_for: str) -> Any:
+    """Import an optional database driver; without it, the case's database cannot be opened."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise DatabaseMissing(f"{needed_for}: {INSTALL_HINT}") from None
 
 
 class Engine(Protocol):

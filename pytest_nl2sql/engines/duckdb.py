@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from pytest_nl2sql.engines.base import (
     DatabaseMissing,
@@ -24,9 +23,9 @@ from pytest_nl2sql.engines.base import (
     QueryTimeout,
     columns_by_table,
     fetch_within,
+    import_driver,
 )
 
-INSTALL_HINT = "pip install 'pytest-nl2sql[all]'"
 
 READ_ONLY_CONFIG = {
     "memory_limit": "1GB",  # a hostile sort or join fails with an out-of-memory error instead
@@ -38,16 +37,6 @@ READ_ONLY_CONFIG = {
 }
 
 
-def _duckdb() -> Any:
-    try:
-        import duckdb
-    except ImportError:
-        raise DatabaseMissing(
-            f"DuckDB databases need the duckdb package: {INSTALL_HINT}"
-        ) from None
-    return duckdb
-
-
 class DuckdbEngine:
     """One read-only DuckDB connection to a database file."""
 
@@ -55,7 +44,7 @@ class DuckdbEngine:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._duckdb = duckdb = _duckdb()
+        self._duckdb = duckdb = import_driver("duckdb", "DuckDB databases need the duckdb package")
         if not path.is_file():
             raise DatabaseMissing(f"database file not found: {path}")
         try:
@@ -122,7 +111,6 @@ class DuckdbEngine:
 
     def __repr__(self) -> str:
         return f"DuckdbEngine({str(self.path)!r})"
-
 
 
 def _message(error: Exception) -> str:

@@ -31,11 +31,11 @@ from pytest_nl2sql.engines.base import (
     columns_by_table,
     ddl_from_columns,
     fetch_within,
+    import_driver,
     plain_row,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
 
-INSTALL_HINT = "pip install 'pytest-nl2sql[all]'"
 CONNECT_TIMEOUT = 10  # seconds
 
 # Server error codes meaning "the statement was interrupted" (KILL QUERY, or the time limit).
@@ -48,16 +48,6 @@ DENIED_FUNCTIONS = frozenset(
 )
 
 
-def _pymysql() -> Any:
-    try:
-        import pymysql
-    except ImportError:
-        raise DatabaseMissing(
-            f"MySQL/MariaDB databases need the PyMySQL driver: {INSTALL_HINT}"
-        ) from None
-    return pymysql
-
-
 class MysqlEngine:
     """One MySQL/MariaDB connection, opened on first use and reopened when dropped."""
 
@@ -66,7 +56,7 @@ class MysqlEngine:
     def __init__(self, spec: DatabaseSpec) -> None:
         assert spec.server is not None
         self.spec = spec
-        self._pymysql = _pymysql()
+        self._pymysql = import_driver("pymysql", "MySQL/MariaDB databases need the PyMySQL driver")
         self._conn: Any = None
         self._mariadb = False
         self._connection()  # fail now (DatabaseMissing) rather than on every case
@@ -203,7 +193,6 @@ class MysqlEngine:
 
     def __repr__(self) -> str:
         return f"MysqlEngine({self.spec.describe()!r})"
-
 
 
 def _quote(name: str) -> str:

@@ -30,10 +30,10 @@ from pytest_nl2sql.engines.base import (
     columns_by_table,
     ddl_from_columns,
     fetch_within,
+    import_driver,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
 
-INSTALL_HINT = "pip install 'pytest-nl2sql[all]'"
 CONNECT_TIMEOUT = 10  # seconds
 
 DENIED_FUNCTIONS = frozenset(
@@ -49,16 +49,6 @@ DENIED_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 
-def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError:
-        raise DatabaseMissing(
-            f"PostgreSQL databases need the psycopg driver: {INSTALL_HINT}"
-        ) from None
-    return psycopg
-
-
 class PostgresEngine:
     """One PostgreSQL connection, opened on first use and reopened if it breaks."""
 
@@ -67,7 +57,7 @@ class PostgresEngine:
     def __init__(self, spec: DatabaseSpec) -> None:
         assert spec.url is not None
         self.spec = spec
-        self._psycopg = _psycopg()
+        self._psycopg = import_driver("psycopg", "PostgreSQL databases need the psycopg driver")
         self._conn: Any = None
         self._cursor_names = itertools.count()
         self._connection()  # fail now (DatabaseMissing) rather than on every case
@@ -147,7 +137,6 @@ class PostgresEngine:
 
     def __repr__(self) -> str:
         return f"PostgresEngine({self.spec.describe()!r})"
-
 
 
 def _canceller(conn: Any) -> Any:
