@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_nl2sql.exact import aggregate_partial, exact_match  # noqa: E402
-from pytest_nl2sql.hardness import hardness  # noqa: E402
-from pytest_nl2sql.spider_schema import SpiderSchema  # noqa: E402
+from pytest_nl2sql.metrics.exact import aggregate_partial, exact_match  # noqa: E402
+from pytest_nl2sql.metrics.hardness import hardness  # noqa: E402
+from pytest_nl2sql.metrics.spider_schema import SpiderSchema  # noqa: E402
 
 MODELS = ("c3sql_gpt35", "dail_sql_gpt4", "din_sql_gpt4", "graphix_t5", "spider_example_baseline")
 

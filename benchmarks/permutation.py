@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_nl2sql.compare import CompareOptions, compare_results  # noqa: E402
+from pytest_nl2sql.judge.compare import CompareOptions, compare_results  # noqa: E402
 
 
 def shuffled_columns(rows: list[tuple], rng: random.Random) -> list[tuple]:

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engines import open_engine
-from .engines.base import EngineError, Limits, text_errors_for
-from .evaluate import GoldError, judge, run_gold
-from .verdict import Verdict
+from pytest_nl2sql.engines import open_engine
+from pytest_nl2sql.engines.base import EngineError, Limits, text_errors_for
+from pytest_nl2sql.judge.execute import GoldError, judge, run_gold
+from pytest_nl2sql.vocab import Verdict
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import make_shop
 from pytest_nl2sql import eval_exec_match, evaluate_predictions
-from pytest_nl2sql.verdict import Verdict
+from pytest_nl2sql.vocab import Verdict
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_nl2sql.baseline import (
+from pytest_nl2sql.gate.baseline import (
     Baseline,
     BaselineEntry,
     BaselineError,
@@ -20,8 +20,8 @@ from pytest_nl2sql.baseline import (
     natural_key,
     write_baseline,
 )
-from pytest_nl2sql.stats import mcnemar_exact
-from pytest_nl2sql.verdict import CaseResult, Kind, Verdict
+from pytest_nl2sql.gate.stats import mcnemar_exact
+from pytest_nl2sql.vocab import CaseResult, Kind, Verdict
 
 FILE = "suites/shop.nl2sql.yaml"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nl2sql.cases import Case, InvalidCase, load_case_file
+from pytest_nl2sql.cases.read import Case, InvalidCase, load_case_file
 
 
 def load(tmp_path: Path, name: str, text: str, **kw: object) -> list[Case | InvalidCase]:

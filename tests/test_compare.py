@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_nl2sql.compare import (
+from pytest_nl2sql.judge.compare import (
     DIFF_CAP,
     NAN,
     CompareOptions,
@@ -26,8 +26,8 @@ from pytest_nl2sql.compare import (
     compare_results,
     normalise_value,
 )
-from pytest_nl2sql.sqlorder import has_top_level_order_by
-from pytest_nl2sql.verdict import Reason
+from pytest_nl2sql.judge.order import has_top_level_order_by
+from pytest_nl2sql.vocab import Reason
 
 
 def rows(*values):
@@ -297,7 +297,7 @@ class TestPermutationEdgeCases:
         assert result and result.pairing[0] == 1999
 
     def test_search_gives_up_beyond_its_budget_with_a_mismatch_that_says_so(self, monkeypatch):
-        import pytest_nl2sql.compare as compare
+        import pytest_nl2sql.judge.compare as compare
 
         monkeypatch.setattr(compare, "_SEARCH_WORK", 1)
         monkeypatch.setattr(compare, "_MIN_SEARCH_NODES", 1)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nl2sql.compare import Comparison, compare_results
-from pytest_nl2sql.sqlorder import has_top_level_order_by
-from pytest_nl2sql.verdict import Reason
+from pytest_nl2sql.judge.compare import Comparison, compare_results
+from pytest_nl2sql.judge.order import has_top_level_order_by
+from pytest_nl2sql.vocab import Reason
 
 pytestmark = pytest.mark.spider
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_nl2sql.compat import official_quick_reject, remove_distinct, replace_cur_year, spider_prepare
+from pytest_nl2sql.judge.compat import official_quick_reject, remove_distinct, replace_cur_year, spider_prepare
 
 
 class TestPredictionLine:

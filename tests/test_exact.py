@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nl2sql.exact import COMPONENTS, ExactMatch, aggregate_partial, exact_match
-from pytest_nl2sql.spider_schema import SpiderSchema
+from pytest_nl2sql.metrics.exact import COMPONENTS, ExactMatch, aggregate_partial, exact_match
+from pytest_nl2sql.metrics.spider_schema import SpiderSchema
 
 SCHEMA = SpiderSchema.from_columns(
     {

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_nl2sql.fingerprint import DIGEST_CHARS, canonical_value, result_fingerprint
+from pytest_nl2sql.judge.equality import DIGEST_CHARS, canonical_value, result_fingerprint
 
 values = st.one_of(
     st.none(),

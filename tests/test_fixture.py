@@ -51,7 +51,7 @@ def test_case_from_a_file(nl2sql):
     nl2sql.assert_same(case, case.predicted)                            # fails: row count
 
 def test_broken_gold_is_not_an_assertion(nl2sql):
-    from pytest_nl2sql.evaluate import GoldError
+    from pytest_nl2sql.judge.execute import GoldError
     with pytest.raises(GoldError, match="no such column: nope"):
         nl2sql.assert_same("shop.sqlite", "SELECT 1", "SELECT nope FROM item")
     with pytest.raises(Exception, match="no case with id 'missing'"):

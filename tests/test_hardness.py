@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nl2sql.hardness import Hardness, count_component1, count_component2, count_others, hardness
-from pytest_nl2sql.spider_schema import SpiderSchema
-from pytest_nl2sql.spider_sql import parse_spider_sql
+from pytest_nl2sql.metrics.hardness import Hardness, count_component1, count_component2, count_others, hardness
+from pytest_nl2sql.metrics.spider_schema import SpiderSchema
+from pytest_nl2sql.metrics.spider_sql import parse_spider_sql
 
 COLUMNS = {
     "singer": ["singer_id", "name", "country", "age", "song_name"],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nl2sql.predictions import Prediction, load_predictions, prediction_key, read_aligned_predictions, record_lines
+from pytest_nl2sql.cases.predictions import Prediction, load_predictions, prediction_key, read_aligned_predictions, record_lines
 
 
 def test_aligned_lines_keep_blank_predictions_and_cut_at_tab(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_nl2sql.reports.csv import COLUMNS, correct_ids_path, write_csv
-from pytest_nl2sql.termselection import score_term_selection
-from pytest_nl2sql.verdict import CaseResult, Kind, Verdict
+from pytest_nl2sql.metrics.termselection import score_term_selection
+from pytest_nl2sql.vocab import CaseResult, Kind, Verdict
 
 SELECTION = [{"dataset_id": "W", "dimensions": [{"dimension_name": "INDICATOR",
                                                   "values": [{"id": "GDP", "name": "gross domestic product"}]}]}]

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_nl2sql.spider_schema import SpiderSchema
-from pytest_nl2sql.spider_sql import (
+from pytest_nl2sql.metrics.spider_schema import SpiderSchema
+from pytest_nl2sql.metrics.spider_sql import (
     AggOp,
     ColUnit,
     SpiderParseError,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_nl2sql.stats import is_significant, latency_percentiles, mcnemar_exact, percentile
+from pytest_nl2sql.gate.stats import is_significant, latency_percentiles, mcnemar_exact, percentile
 
 try:
     import numpy

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_nl2sql.render import summary_lines
-from pytest_nl2sql.summary import build_report, summarize
-from pytest_nl2sql.verdict import CaseResult, Kind, Verdict
+from pytest_nl2sql.judge.explain import summary_lines
+from pytest_nl2sql.metrics.summary import build_report, summarize
+from pytest_nl2sql.vocab import CaseResult, Kind, Verdict
 
 
 def result(i: int, verdict: Verdict, **kw: object) -> CaseResult:

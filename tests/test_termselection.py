@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import MEXICO_YAML
-from pytest_nl2sql.termselection import (
+from pytest_nl2sql.metrics.termselection import (
     Term,
     aggregate_term_selection,
     details_text,

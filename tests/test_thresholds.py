@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_nl2sql.thresholds import Threshold, check_thresholds, parse_fail_under, parse_fail_unders
+from pytest_nl2sql.gate.thresholds import Threshold, check_thresholds, parse_fail_under, parse_fail_unders
 
 
 def bucket(passed: int, total: int, errors: int = 0) -> dict[str, Any]:

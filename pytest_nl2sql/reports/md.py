@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.stats import SIGNIFICANCE, latency_percentiles
-from pytest_nl2sql.summary import HARDNESS_ORDER
+from pytest_nl2sql.gate.stats import SIGNIFICANCE, latency_percentiles
+from pytest_nl2sql.metrics.summary import HARDNESS_ORDER
 
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 MAX_FAILURES = 100  # rows in the failures table; a PR comment has a size limit

@@ -25,7 +25,7 @@ from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
-from pytest_nl2sql.termselection import details_text
+from pytest_nl2sql.metrics.termselection import details_text
 
 OVERVIEW = "Overview"
 STATISTICS = "Statistics"

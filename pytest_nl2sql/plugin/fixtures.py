@@ -47,14 +47,14 @@ from typing import Any
 
 import pytest
 
-from . import render
-from .cases import Case, CaseFileError, InvalidCase, load_case_file
-from .compare import Comparison
-from .engines.base import Engine, QueryError, QueryResult, QueryTimeout, TooManyRows
-from .evaluate import GoldOutcome, Judgement, judge, run_gold, to_engine_sql
-from .items import runtime
-from .runtime import Runtime
-from .verdict import CaseResult, Kind, Verdict
+from pytest_nl2sql.judge import explain as render
+from pytest_nl2sql.cases.read import Case, CaseFileError, InvalidCase, load_case_file
+from pytest_nl2sql.judge.compare import Comparison
+from pytest_nl2sql.engines.base import Engine, QueryError, QueryResult, QueryTimeout, TooManyRows
+from pytest_nl2sql.judge.execute import GoldOutcome, Judgement, judge, run_gold, to_engine_sql
+from pytest_nl2sql.plugin.items import runtime
+from pytest_nl2sql.judge.pipeline import Runtime
+from pytest_nl2sql.vocab import CaseResult, Kind, Verdict
 
 Database = str | os.PathLike[str] | Case | Engine
 

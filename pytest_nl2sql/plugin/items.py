@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from . import render, termselection
-from .cases import Case, InvalidCase, load_case_file
-from .engines.base import EngineError
-from .evaluate import GoldError, GoldOutcome, Judgement, judge, run_gold
-from .runtime import PredictionOutcome, Runtime
-from .verdict import PROPERTY, CaseResult, Kind, Verdict
+from pytest_nl2sql.judge import explain as render
+from pytest_nl2sql.metrics import termselection
+from pytest_nl2sql.cases.read import Case, InvalidCase, load_case_file
+from pytest_nl2sql.engines.base import EngineError
+from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
+from pytest_nl2sql.judge.pipeline import PredictionOutcome, Runtime
+from pytest_nl2sql.vocab import PROPERTY, CaseResult, Kind, Verdict
 
 RUNTIME_KEY = pytest.StashKey[Runtime]()
 JUNIT_PROPERTIES = ("nl2sql_verdict", "nl2sql_hardness", "nl2sql_baseline")
@@ -322,7 +323,7 @@ def _computed_hardness(case: Case, schema: Any) -> str | None:
     parser cannot read gets the same rules counted on sqlglot's tree."""
     if not case.gold:
         return None
-    from .hardness import estimated_hardness, hardness
+    from pytest_nl2sql.metrics.hardness import estimated_hardness, hardness
 
     for attempt in (schema, None) if schema is not None else (None,):
         try:
@@ -342,7 +343,7 @@ def _exact_match(rt: Runtime, case: Case, predicted: Any) -> Any:
     schema = rt.spider_schema(case)
     if schema is None:
         return None
-    from .exact import exact_match
+    from pytest_nl2sql.metrics.exact import exact_match
 
     try:
         return exact_match(case.gold[0], predicted, schema)
@@ -399,8 +400,8 @@ def check_aligned_predictions(session: pytest.Session) -> None:
 
 def explain_result_comparison(op: str, left: Any, right: Any) -> list[str] | None:
     """`assert pred == gold` on two query results shows the same diff as a failing case."""
-    from .compare import compare_results
-    from .engines.base import QueryResult
+    from pytest_nl2sql.judge.compare import compare_results
+    from pytest_nl2sql.engines.base import QueryResult
 
     if op != "==" or not (isinstance(left, QueryResult) and isinstance(right, QueryResult)):
         return None

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import termselection
-from .cases import Case
-from .evaluate import GoldOutcome, Judgement
-from .verdict import CaseResult
+from pytest_nl2sql.metrics import termselection
+from pytest_nl2sql.cases.read import Case
+from pytest_nl2sql.judge.execute import GoldOutcome, Judgement
+from pytest_nl2sql.vocab import CaseResult
 
 ROWS_SHOWN = 5  # rows of each diff side shown by default; -v shows more
 ROWS_SHOWN_VERBOSE = 50

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engines.base import Limits
-from .thresholds import Threshold, parse_fail_unders
+from pytest_nl2sql.engines.base import Limits
+from pytest_nl2sql.gate.thresholds import Threshold, parse_fail_unders
 
 REPORT_FORMATS = ("xlsx", "json", "csv", "md")
 DEFAULT_FILES = "*.nl2sql.yaml *.nl2sql.yml *.nl2sql.jsonl"

@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from .stats import percentile
-from .termselection import aggregate_term_selection
-from .verdict import CaseResult, Kind, Verdict
+from pytest_nl2sql.gate.stats import percentile
+from pytest_nl2sql.metrics.termselection import aggregate_term_selection
+from pytest_nl2sql.vocab import CaseResult, Kind, Verdict
 
 HARDNESS_ORDER = ("easy", "medium", "hard", "extra", "simple", "moderate", "challenging")
 
@@ -95,7 +95,7 @@ def _term_selection(results: list[CaseResult]) -> dict[str, Any] | None:
 def _partial(partials: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not partials:
         return None
-    from .exact import aggregate_partial
+    from pytest_nl2sql.metrics.exact import aggregate_partial
 
     return aggregate_partial(partials)
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from . import render
-from .baseline import Baseline, BaselineError, compare_with_baseline, load_baseline, write_baseline
-from .predictions import record_lines
-from .settings import Settings
-from .summary import build_report, ordered, summarize
-from .thresholds import check_thresholds
-from .verdict import PROPERTY, CaseResult
+from pytest_nl2sql.judge import explain as render
+from pytest_nl2sql.gate.baseline import Baseline, BaselineError, compare_with_baseline, load_baseline, write_baseline
+from pytest_nl2sql.cases.predictions import record_lines
+from pytest_nl2sql.plugin.settings import Settings
+from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
+from pytest_nl2sql.gate.thresholds import check_thresholds
+from pytest_nl2sql.vocab import PROPERTY, CaseResult
 
 
 class Controller:
@@ -106,21 +106,21 @@ def write_report(fmt: str, report: dict[str, Any], path: Path) -> list[Path]:
     """Write one report; returns the files written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "json":
-        from .reports.json import write_json
+        from pytest_nl2sql.reports.json import write_json
 
         write_json(report, path)
         return [path]
     if fmt == "xlsx":
-        from .reports.xlsx import write_xlsx
+        from pytest_nl2sql.reports.xlsx import write_xlsx
 
         write_xlsx(report, path)
         return [path]
     if fmt == "csv":
-        from .reports.csv import write_csv
+        from pytest_nl2sql.reports.csv import write_csv
 
         return list(write_csv(report, path))
     if fmt == "md":
-        from .reports.md import write_markdown
+        from pytest_nl2sql.reports.md import write_markdown
 
         write_markdown(report, path)
         return [path]

@@ -30,8 +30,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.stats import SIGNIFICANCE, is_significant, mcnemar_exact
-from pytest_nl2sql.verdict import Verdict
+from pytest_nl2sql.gate.stats import SIGNIFICANCE, is_significant, mcnemar_exact
+from pytest_nl2sql.vocab import Verdict
 
 FORMAT = "pytest-nl2sql baseline"
 VERSION = 1

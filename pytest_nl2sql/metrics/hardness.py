@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
-from pytest_nl2sql.spider_schema import SpiderSchema
-from pytest_nl2sql.spider_sql import AggOp, CondUnit, SpiderParseError, SpiderSQL, WhereOp, parse_spider_sql
+from pytest_nl2sql.metrics.spider_schema import SpiderSchema
+from pytest_nl2sql.metrics.spider_sql import AggOp, CondUnit, SpiderParseError, SpiderSQL, WhereOp, parse_spider_sql
 
 
 class Hardness(StrEnum):

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from .baseline import Baseline, BaselineStatus, classify, load_baseline
-from .cases import Case
-from .engines import EngineCache
-from .engines.base import DatabaseMissing, Engine, EngineError, text_errors_for
-from .engines.url import EngineKind, parse_database
-from .predictions import PredictionStore, load_predictions, prediction_key
-from .settings import Settings
+from pytest_nl2sql.gate.baseline import Baseline, BaselineStatus, classify, load_baseline
+from pytest_nl2sql.cases.read import Case
+from pytest_nl2sql.engines import EngineCache
+from pytest_nl2sql.engines.base import DatabaseMissing, Engine, EngineError, text_errors_for
+from pytest_nl2sql.engines.url import EngineKind, parse_database
+from pytest_nl2sql.cases.predictions import PredictionStore, load_predictions, prediction_key
+from pytest_nl2sql.plugin.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class Runtime:
 
     def spider_schema(self, case: Case) -> Any | None:
         """The Spider-style schema for exact match: tables.json of a source, else the SQLite file."""
-        from .spider_schema import SpiderSchema
+        from pytest_nl2sql.metrics.spider_schema import SpiderSchema
 
         target = case.database_target
         key = f"{case.tables_json}|{case.database}" if case.tables_json else str(target)

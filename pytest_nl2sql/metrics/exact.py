@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_nl2sql.spider_schema import SpiderSchema
-from pytest_nl2sql.spider_sql import (
+from pytest_nl2sql.metrics.spider_schema import SpiderSchema
+from pytest_nl2sql.metrics.spider_sql import (
     ColUnit,
     Condition,
     CondUnit,

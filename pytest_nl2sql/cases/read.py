@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from . import termselection
-from .compare import CompareOptions
-from .engines.url import dialect_of, looks_like_url
+from pytest_nl2sql.metrics import termselection
+from pytest_nl2sql.judge.compare import CompareOptions
+from pytest_nl2sql.engines.url import dialect_of, looks_like_url
 
 # Case keys of the contract, plus the free-text keys of the term-selection format.
 CASE_KEYS = frozenset(
@@ -404,7 +404,7 @@ def _source_entries(path: Path, source: Any, line: int) -> Iterator[tuple[int, A
             raise CaseFileError(path, line, f"source.gold has {len(golds)} queries for {len(questions)} questions")
     predictions: list[str] | None = None
     if source.get("predictions"):
-        from .predictions import read_aligned_predictions  # one concern per module
+        from pytest_nl2sql.cases.predictions import read_aligned_predictions  # one concern per module
 
         try:
             predictions = read_aligned_predictions(base / str(source["predictions"]))

@@ -28,7 +28,7 @@ from sqlglot.dialects.sqlite import SQLite
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
-from pytest_nl2sql.spider_schema import SpiderSchema, col_id, table_id
+from pytest_nl2sql.metrics.spider_schema import SpiderSchema, col_id, table_id
 
 
 class SpiderParseError(ValueError):

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from . import hookspecs
-from . import items as nodes
-from .controller import CONTROLLER_KEY, Controller
-from .runtime import Runtime
-from .settings import DEFAULT_FILES, OPTIONS, SettingsError, read_settings
-from .fixtures import nl2sql  # noqa: F401  (registers the fixture)
+from pytest_nl2sql.plugin import hookspecs
+from pytest_nl2sql.plugin import items as nodes
+from pytest_nl2sql.plugin.controller import CONTROLLER_KEY, Controller
+from pytest_nl2sql.judge.pipeline import Runtime
+from pytest_nl2sql.plugin.settings import DEFAULT_FILES, OPTIONS, SettingsError, read_settings
+from pytest_nl2sql.plugin.fixtures import nl2sql  # noqa: F401  (registers the fixture)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

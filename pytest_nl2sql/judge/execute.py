@@ -14,12 +14,12 @@ from typing import Any
 import sqlglot
 from sqlglot.errors import SqlglotError
 
-from . import compat
-from .compare import CompareOptions, Comparison, compare_results
-from .engines.base import Engine, EngineError, Limits, QueryError, QueryResult, QueryTimeout, TooManyRows
-from .fingerprint import result_fingerprint
-from .sqlorder import has_top_level_order_by
-from .verdict import Verdict
+from pytest_nl2sql.judge import compat
+from pytest_nl2sql.judge.compare import CompareOptions, Comparison, compare_results
+from pytest_nl2sql.engines.base import Engine, EngineError, Limits, QueryError, QueryResult, QueryTimeout, TooManyRows
+from pytest_nl2sql.judge.equality import result_fingerprint
+from pytest_nl2sql.judge.order import has_top_level_order_by
+from pytest_nl2sql.vocab import Verdict
 
 
 class GoldError(Exception):

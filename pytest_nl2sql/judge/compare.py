@@ -53,8 +53,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from pytest_nl2sql.compat import official_quick_reject
-from pytest_nl2sql.verdict import Reason
+from pytest_nl2sql.judge.compat import official_quick_reject
+from pytest_nl2sql.vocab import Reason
 
 DIFF_CAP = 1000  # rows kept in each of `missing` / `extra`; the counts are always exact
 _SEARCH_WORK = 20_000_000  # row-steps the permutation search may spend before giving up
