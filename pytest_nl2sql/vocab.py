@@ -1,20 +1,12 @@
-"""Verdicts and the per-case result that travels from a worker to the controller as plain JSON.
+"""The project's vocabularies, each defined once and read everywhere: verdicts, mismatch reasons,
+case kinds, baseline statuses, hardness labels (Spider and BIRD, in their order) and report formats.
 
-A `CaseResult` is the single source of truth for every metric and report: an item stores it in
-`user_properties` (key `PROPERTY`) before its outcome is decided, and the controller aggregates
-reports only from these, which keeps the numbers identical with and without pytest-xdist.
+The spellings are part of the user-facing contract (JSON fields, baseline files, `-k` keywords).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
-
-PROPERTY = "nl2sql"
-
 
 class Verdict(str, Enum):
     """What happened to a case; the spelling is part of the user-facing contract."""
@@ -52,95 +44,28 @@ class Kind(str, Enum):
     TERM_SELECTION = "term_selection"
 
 
-@dataclass(frozen=True)
-class CaseResult:
-    """Everything the reports need about one case. Field names match the JSON report's items."""
+class BaselineStatus(str, Enum):
+    """How a case compares with the baseline; the spelling is the JSON report's `baseline` field."""
 
-    id: str
-    nodeid: str
-    file: str
-    position: int  # collection order, so reports list items identically under xdist
-    kind: Kind
-    verdict: Verdict
-    question: str | None = None
-    database: str | None = None
-    gold: str | list[str] | None = None
-    predicted: Any = None  # SQL text, or a term selection (list) for term-selection cases
-    hardness: str | None = None
-    tags: tuple[str, ...] = ()
-    reason: str | None = None
-    exact_match: bool | None = None
-    partial: dict[str, Any] | None = None  # Spider partial component scores of this item
-    term_selection: dict[str, Any] | None = None
-    baseline: str | None = None  # regression | known_failure | fixed | new
-    fingerprint: str | None = None  # hash of the predicted result, for baselines
-    latency: float | None = None  # seconds the predictor hook took
-    diff: dict[str, Any] | None = None  # column pairing and rows missing / unexpected
-    extra: dict[str, Any] = field(default_factory=dict)
+    REGRESSION = "regression"  # passed in the baseline, fails now: fails the run
+    KNOWN_FAILURE = "known_failure"  # failed in both: reported as xfailed
+    FIXED = "fixed"  # failed in the baseline, passes now: the baseline wants an update
+    NEW = "new"  # not in the baseline: judged on its own
 
-    @property
-    def passed(self) -> bool:
-        return self.verdict.passed
 
-    def replace(self, **changes: Any) -> "CaseResult":
-        return dataclasses.replace(self, **changes)
+# Hardness labels, easiest first: Spider's four buckets, then BIRD's three difficulty levels.
+SPIDER_HARDNESS = ("easy", "medium", "hard", "extra")
+BIRD_HARDNESS = ("simple", "moderate", "challenging")
+HARDNESS_ORDER = SPIDER_HARDNESS + BIRD_HARDNESS
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON report's item (contract fields first), plus our own extra fields."""
-        return {
-            "id": self.id,
-            "nodeid": self.nodeid,
-            "file": self.file,
-            "question": self.question,
-            "database": self.database,
-            "gold": self.gold,
-            "predicted": self.predicted,
-            "hardness": self.hardness,
-            "tags": list(self.tags),
-            "verdict": self.verdict.value,
-            "passed": self.passed,
-            "reason": self.reason,
-            "exact_match": self.exact_match,
-            "term_selection": self.term_selection,
-            "baseline": self.baseline,
-            "kind": self.kind.value,
-            "position": self.position,
-            "partial": self.partial,
-            "fingerprint": self.fingerprint,
-            "latency": self.latency,
-            "diff": self.diff,
-            **({"extra": self.extra} if self.extra else {}),
-        }
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "CaseResult":
-        return cls(
-            id=data["id"],
-            nodeid=data["nodeid"],
-            file=data["file"],
-            position=data.get("position", 0),
-            kind=Kind(data.get("kind", "sql")),
-            verdict=Verdict(data["verdict"]),
-            question=data.get("question"),
-            database=data.get("database"),
-            gold=data.get("gold"),
-            predicted=data.get("predicted"),
-            hardness=data.get("hardness"),
-            tags=tuple(data.get("tags") or ()),
-            reason=data.get("reason"),
-            exact_match=data.get("exact_match"),
-            partial=data.get("partial"),
-            term_selection=data.get("term_selection"),
-            baseline=data.get("baseline"),
-            fingerprint=data.get("fingerprint"),
-            latency=data.get("latency"),
-            diff=data.get("diff"),
-            extra=data.get("extra") or {},
-        )
+def hardness_sort_key(label: str | None) -> tuple[int, str]:
+    """Known labels in their order (Spider's, then BIRD's), any other label after them by name."""
+    if label in HARDNESS_ORDER:
+        return HARDNESS_ORDER.index(label), ""
+    return len(HARDNESS_ORDER), str(label)
 
-    def dumps(self) -> str:
-        return json.dumps(self.to_json(), default=str, ensure_ascii=False)
 
-    @classmethod
-    def loads(cls, text: str) -> "CaseResult":
-        return cls.from_json(json.loads(text))
+# Report formats (`--nl2sql-report=FORMAT[:PATH]`) and their file extensions; the writers register
+# themselves by these names in `pytest_nl2sql.reports`.
+REPORT_FORMATS = {"xlsx": "xlsx", "json": "json", "csv": "csv", "md": "md"}

@@ -21,7 +21,8 @@ from pytest_nl2sql.gate.baseline import (
     write_baseline,
 )
 from pytest_nl2sql.gate.stats import mcnemar_exact
-from pytest_nl2sql.vocab import CaseResult, Kind, Verdict
+from pytest_nl2sql.vocab import Kind, Verdict
+from pytest_nl2sql.judge.result import CaseResult
 
 FILE = "suites/shop.nl2sql.yaml"
 

@@ -6,7 +6,8 @@ import pytest
 
 from pytest_nl2sql.judge.explain import summary_lines
 from pytest_nl2sql.metrics.summary import build_report, summarize
-from pytest_nl2sql.vocab import CaseResult, Kind, Verdict
+from pytest_nl2sql.vocab import Kind, Verdict
+from pytest_nl2sql.judge.result import CaseResult
 
 
 def result(i: int, verdict: Verdict, **kw: object) -> CaseResult:

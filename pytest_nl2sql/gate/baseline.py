@@ -26,12 +26,11 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, is_significant, mcnemar_exact
-from pytest_nl2sql.vocab import Verdict
+from pytest_nl2sql.vocab import BaselineStatus, Verdict
 
 FORMAT = "pytest-nl2sql baseline"
 VERSION = 1
@@ -43,15 +42,6 @@ Key = tuple[str, str]  # (file relative to rootdir, case id)
 
 class BaselineError(ValueError):
     """A baseline that cannot be used: missing or malformed. The message names the path."""
-
-
-class BaselineStatus(str, Enum):
-    """How a case compares with the baseline; the spelling is the JSON report's `baseline` field."""
-
-    REGRESSION = "regression"  # passed in the baseline, fails now: fails the run
-    KNOWN_FAILURE = "known_failure"  # failed in both: reported as xfailed
-    FIXED = "fixed"  # failed in the baseline, passes now: the baseline wants an update
-    NEW = "new"  # not in the baseline: judged on its own
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 from pytest_nl2sql.metrics import termselection
 from pytest_nl2sql.cases.read import Case
 from pytest_nl2sql.judge.execute import GoldOutcome, Judgement
-from pytest_nl2sql.vocab import CaseResult
+from pytest_nl2sql.judge.result import CaseResult
 
 ROWS_SHOWN = 5  # rows of each diff side shown by default; -v shows more
 ROWS_SHOWN_VERBOSE = 50

@@ -13,9 +13,9 @@ from typing import Any
 
 from pytest_nl2sql.gate.stats import percentile
 from pytest_nl2sql.metrics.termselection import aggregate_term_selection
-from pytest_nl2sql.vocab import CaseResult, Kind, Verdict
+from pytest_nl2sql.vocab import HARDNESS_ORDER, Kind, Verdict
+from pytest_nl2sql.judge.result import CaseResult
 
-HARDNESS_ORDER = ("easy", "medium", "hard", "extra", "simple", "moderate", "challenging")
 
 
 def _bucket(results: list[CaseResult]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pytest_nl2sql.cases.predictions import record_lines
 from pytest_nl2sql.plugin.settings import Settings
 from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
 from pytest_nl2sql.gate.thresholds import check_thresholds
-from pytest_nl2sql.vocab import PROPERTY, CaseResult
+from pytest_nl2sql.judge.result import PROPERTY, CaseResult
 
 
 class Controller:

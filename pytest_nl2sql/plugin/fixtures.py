@@ -54,7 +54,8 @@ from pytest_nl2sql.engines.base import Engine, QueryError, QueryResult, QueryTim
 from pytest_nl2sql.judge.execute import GoldOutcome, Judgement, judge, run_gold, to_engine_sql
 from pytest_nl2sql.plugin.items import runtime
 from pytest_nl2sql.judge.pipeline import Runtime
-from pytest_nl2sql.vocab import CaseResult, Kind, Verdict
+from pytest_nl2sql.vocab import Kind, Verdict
+from pytest_nl2sql.judge.result import CaseResult
 
 Database = str | os.PathLike[str] | Case | Engine
 

@@ -18,7 +18,8 @@ from pytest_nl2sql.cases.read import Case, InvalidCase, load_case_file
 from pytest_nl2sql.engines.base import EngineError
 from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
 from pytest_nl2sql.judge.pipeline import PredictionOutcome, Runtime
-from pytest_nl2sql.vocab import PROPERTY, CaseResult, Kind, Verdict
+from pytest_nl2sql.vocab import Kind, Verdict
+from pytest_nl2sql.judge.result import PROPERTY, CaseResult
 
 RUNTIME_KEY = pytest.StashKey[Runtime]()
 JUNIT_PROPERTIES = ("nl2sql_verdict", "nl2sql_hardness", "nl2sql_baseline")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, latency_percentiles
-from pytest_nl2sql.metrics.summary import HARDNESS_ORDER
+from pytest_nl2sql.vocab import HARDNESS_ORDER
 
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 MAX_FAILURES = 100  # rows in the failures table; a PR comment has a size limit

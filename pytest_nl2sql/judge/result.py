@@ -1,0 +1,108 @@
+"""The per-case result that every report is made from; it travels from a worker to the controller
+as plain JSON on the test report, which keeps the numbers identical with and without pytest-xdist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_nl2sql.vocab import Kind, Verdict
+
+PROPERTY = "nl2sql"  # the name a result travels under on a test report
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """Everything the reports need about one case. Field names match the JSON report's items."""
+
+    id: str
+    nodeid: str
+    file: str
+    position: int  # collection order, so reports list items identically under xdist
+    kind: Kind
+    verdict: Verdict
+    question: str | None = None
+    database: str | None = None
+    gold: str | list[str] | None = None
+    predicted: Any = None  # SQL text, or a term selection (list) for term-selection cases
+    hardness: str | None = None
+    tags: tuple[str, ...] = ()
+    reason: str | None = None
+    exact_match: bool | None = None
+    partial: dict[str, Any] | None = None  # Spider partial component scores of this item
+    term_selection: dict[str, Any] | None = None
+    baseline: str | None = None  # regression | known_failure | fixed | new
+    fingerprint: str | None = None  # hash of the predicted result, for baselines
+    latency: float | None = None  # seconds the predictor hook took
+    diff: dict[str, Any] | None = None  # column pairing and rows missing / unexpected
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passed
+
+    def replace(self, **changes: Any) -> "CaseResult":
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON report's item (contract fields first), plus our own extra fields."""
+        return {
+            "id": self.id,
+            "nodeid": self.nodeid,
+            "file": self.file,
+            "question": self.question,
+            "database": self.database,
+            "gold": self.gold,
+            "predicted": self.predicted,
+            "hardness": self.hardness,
+            "tags": list(self.tags),
+            "verdict": self.verdict.value,
+            "passed": self.passed,
+            "reason": self.reason,
+            "exact_match": self.exact_match,
+            "term_selection": self.term_selection,
+            "baseline": self.baseline,
+            "kind": self.kind.value,
+            "position": self.position,
+            "partial": self.partial,
+            "fingerprint": self.fingerprint,
+            "latency": self.latency,
+            "diff": self.diff,
+            **({"extra": self.extra} if self.extra else {}),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "CaseResult":
+        return cls(
+            id=data["id"],
+            nodeid=data["nodeid"],
+            file=data["file"],
+            position=data.get("position", 0),
+            kind=Kind(data.get("kind", "sql")),
+            verdict=Verdict(data["verdict"]),
+            question=data.get("question"),
+            database=data.get("database"),
+            gold=data.get("gold"),
+            predicted=data.get("predicted"),
+            hardness=data.get("hardness"),
+            tags=tuple(data.get("tags") or ()),
+            reason=data.get("reason"),
+            exact_match=data.get("exact_match"),
+            partial=data.get("partial"),
+            term_selection=data.get("term_selection"),
+            baseline=data.get("baseline"),
+            fingerprint=data.get("fingerprint"),
+            latency=data.get("latency"),
+            diff=data.get("diff"),
+            extra=data.get("extra") or {},
+        )
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), default=str, ensure_ascii=False)
+
+    @classmethod
+    def loads(cls, text: str) -> "CaseResult":
+        return cls.from_json(json.loads(text))
