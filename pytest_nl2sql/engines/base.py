@@ -58,6 +58,12 @@ class QueryTimeout(EngineError):
     """The query ran longer than `Limits.timeout` and was interrupted."""
 
 
+class ConnectionLost(EngineError):
+    """The database went away under a query (a killed backend, a dropped socket): a fault of the
+    run's infrastructure, never of the prediction. The engine re-opens its connection on the next
+    `execute`; the pipeline retries the query once and otherwise reports an error of the run."""
+
+
 class TooManyRows(EngineError):
     """The result has more rows than `Limits.max_rows`, or is larger than `Limits.max_bytes`."""
 
