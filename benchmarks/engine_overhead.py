@@ -2,11 +2,15 @@
 
 Runs every Spider dev gold query (`dev_gold.sql`) through
 1. a bare `sqlite3.connect(path)` + `execute` + `fetchall` (one cached connection per database,
-   as the official evaluator would do if it cached), and
-2. `EngineCache.get(...).execute(sql, Limits())` (read-only URI, authorizer, progress handler,
-   row/size caps, text factory),
-and prints the totals and the mean per-query difference. Both sides run the same queries in the
-same order, several rounds, and the best round counts (less noise on a shared machine).
+   as the official evaluator would do if it cached), with and without the statement cache;
+2. the guarded connection in this process (`worker_child.SqliteSession`: read-only URI,
+   authorizer, progress handler, text factory; rows counted with `SizeBudget`), which is what
+   `SqliteEngine` did before queries moved to a worker process ("in-process guards");
+3. `EngineCache.get(...).execute(sql, Limits())`: the same guards in the shared worker process,
+   one round trip over a pipe per query ("SqliteEngine (worker)"),
+and prints the totals, the mean per-query differences and the ratio worker / in-process. All run
+the same queries in the same order, several rounds, and the best round counts (less noise on a
+shared machine).
 
     python benchmarks/engine_overhead.py [SPIDER_DIR] [--rounds N]
 """
@@ -23,6 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_nl2sql.engines import EngineCache, EngineError, Limits  # noqa: E402
+from pytest_nl2sql.engines.base import SizeBudget  # noqa: E402
+from pytest_nl2sql.engines.worker_child import Refusal, SqliteSession  # noqa: E402
 
 DEFAULT_SPIDER = Path(__file__).resolve().parents[2] / "shared" / "data" / "spider"
 
@@ -82,6 +88,40 @@ def engine_runner(pairs: list[tuple[Path, str]]) -> Runner:
     return run, close
 
 
+def inprocess_runner(pairs: list[tuple[Path, str]]) -> Runner:
+    """The guards without the worker process: what the engine cost before it had one."""
+    sessions: dict[Path, SqliteSession] = {}
+    limits = Limits()
+    failures: list[str] = []
+
+    def run() -> None:
+        for path, sql in pairs:
+            session = sessions.get(path)
+            if session is None:
+                session = sessions[path] = SqliteSession(str(path), "backslashreplace")
+            try:
+                _, rows, done = session.run(
+                    sql, limits.timeout, limits.timeout, limits.max_rows, limits.max_value_bytes
+                )
+                budget = SizeBudget(limits)
+                while True:
+                    for row in rows:
+                        budget.add(row)
+                    if done:
+                        break
+                    rows, done = session.more()
+            except (Refusal, EngineError) as error:
+                failures.append(f"{path.stem}: {error}")
+
+    def close() -> None:
+        for session in sessions.values():
+            session.close()
+        if failures:
+            print(f"  in-process errors: {len(failures)} (first: {failures[0]})")
+
+    return run, close
+
+
 def best_of(rounds: int, runners: dict[str, Runner]) -> dict[str, float]:
     """Best wall time of each runner; rounds alternate between runners so noise hits all alike."""
     for run, _ in runners.values():
@@ -114,16 +154,22 @@ def main() -> int:
         {
             "bare sqlite3 (statement cache on)": bare_runner(pairs),
             "bare sqlite3 (no statement cache)": bare_runner(pairs, cached_statements=0),
-            "SqliteEngine": engine_runner(pairs),
+            IN_PROCESS: inprocess_runner(pairs),
+            WORKER: engine_runner(pairs),
         },
     )
     for name, seconds in best.items():
         print(f"  {name:34s}: {seconds * 1e3:7.1f} ms total, {seconds / n * 1e6:6.1f} us/query")
-    ours = best["SqliteEngine"]
+    ours = best[WORKER]
     for name, seconds in best.items():
-        if name != "SqliteEngine":
-            print(f"  overhead vs {name:22s}: {(ours - seconds) / n * 1e6:+6.1f} us/query")
+        if name != WORKER:
+            print(f"  {WORKER} vs {name:34s}: {(ours - seconds) / n * 1e6:+6.1f} us/query")
+    print(f"  ratio {WORKER} / {IN_PROCESS}: {ours / best[IN_PROCESS]:.2f}")
     return 0
+
+
+IN_PROCESS = "in-process guards (before)"
+WORKER = "SqliteEngine (worker)"
 
 
 if __name__ == "__main__":

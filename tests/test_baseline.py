@@ -206,3 +206,77 @@ def test_natural_key() -> None:
     assert sorted(["q10", "q2", "10", "2", "case-0001", "a"], key=natural_key) == [
         "2", "10", "a", "case-0001", "q2", "q10",
     ]
+
+
+def test_rewriting_keeps_the_file_mode_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    path = tmp_path / "baseline.json"
+    write_baseline(path, [item("a")])
+    if os.name == "posix":
+        path.chmod(0o644)  # tempfile.mkstemp made it 0600 before
+        write_baseline(path, [item("a"), item("b")])
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["baseline.json"]
+
+
+def test_a_new_baseline_honours_the_umask(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    if os.name != "posix":
+        pytest.skip("POSIX permission bits")
+    old = os.umask(0o022)
+    try:
+        write_baseline(tmp_path / "baseline.json", [item("a")])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "baseline.json").stat().st_mode) == 0o644  # not mkstemp's 0600
+
+
+def test_a_directory_is_a_clear_error_both_ways(tmp_path: Path) -> None:
+    from pytest_nl2sql.gate.baseline import BaselineWriteError
+
+    taken = tmp_path / "baselines"
+    taken.mkdir()
+    with pytest.raises(BaselineError, match=f"baseline path {taken} is a directory; name a file"):
+        load_baseline(taken)
+    with pytest.raises(BaselineWriteError) as raised:
+        write_baseline(taken, [item("a")])
+    assert isinstance(raised.value, OSError) and isinstance(raised.value, BaselineError)
+    assert str(raised.value) == f"cannot write the baseline {taken}: it is a directory; name a file instead"
+    assert list(taken.iterdir()) == [] and [p.name for p in tmp_path.iterdir()] == ["baselines"]
+
+
+def test_a_failed_write_keeps_the_old_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from pytest_nl2sql.gate.baseline import BaselineWriteError
+
+    path = tmp_path / "baseline.json"
+    write_baseline(path, [item("a")])
+    before = path.read_text(encoding="utf-8")
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(BaselineWriteError, match="No space left on device"):
+        write_baseline(path, [item("a"), item("b")])
+    assert path.read_text(encoding="utf-8") == before
+    assert [p.name for p in tmp_path.iterdir()] == ["baseline.json"]
+
+
+def test_a_lone_surrogate_in_a_reason_round_trips(tmp_path: Path) -> None:
+    case = item("a", "pred_error")
+    case["reason"] = "near '\ud800': syntax error"
+    baseline = baseline_of(tmp_path, [case])
+    assert baseline.lookup(FILE, "a").reason == "near '\ud800': syntax error"
+
+
+def test_a_baseline_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "baseline.json"
+    path.write_bytes(b'{"format": "\xff"}')
+    with pytest.raises(BaselineError, match=f"baseline file {path} is not UTF-8 text"):
+        load_baseline(path)

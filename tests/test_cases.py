@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nl2sql.cases.read import Case, InvalidCase, load_case_file
+from pytest_nl2sql.cases.read import Case, InvalidCase, load_case_file, read_case_file
 
 
 def load(tmp_path: Path, name: str, text: str, **kw: object) -> list[Case | InvalidCase]:
@@ -151,3 +151,156 @@ def test_bad_comparison_option_is_an_invalid_case(tmp_path: Path) -> None:
     assert isinstance(entry, InvalidCase) and "mode" in entry.message
     (entry,) = load(tmp_path, "d.yaml", "database: d\ngold: SELECT 1\ncompare: {abs_tolerance: 0.1}\n")
     assert isinstance(entry, InvalidCase) and "abs_tolerance" in entry.message
+
+
+# --- where a malformed file's error points --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        # the offending token's line, not the start of the block (line 2)
+        ("cases:\n  - id: a\n    gold: SELECT 1\n   question: q\n", 4, "invalid YAML: expected <block end>"),
+        ("database: d\ncases:\n  - id: a\n    gold: SELECT 1\n    question: a: b\n", 5, "mapping values are not allowed"),
+        # a problem found only at the end of the file: where the unfinished construct starts
+        ('database: d\ncases:\n  - id: a\n    gold: "SELECT 1\n  - id: b\n', 4, "while scanning a quoted scalar that starts on line 4"),
+        # `cases:` that is not a list: the line of its value
+        ("database: d\ncases:\n  id: a\n  gold: SELECT 1\n", 3, "`cases:` must be a list of cases, not a mapping"),
+        ("database: d\n\ncases: SELECT 1\n", 3, "`cases:` must be a list of cases, not a string"),
+        # a case that is not a mapping: its own line
+        ("database: d\ncases:\n  - id: a\n    gold: SELECT 1\n  - id: b\n    gold: SELECT 2\n  - [id, c]\n", 7, "not a list"),
+        # a bad suite default: the line of that key
+        ("database: d\ntags: [x]\ngold_sql: SELECT 1\ncases:\n  - id: a\n    gold: SELECT 1\n", 3, "suite defaults: unknown key 'gold_sql'"),
+    ],
+)
+def test_malformed_files_point_at_the_offending_line(tmp_path: Path, text: str, line: int, fragment: str) -> None:
+    bad = [e for e in load(tmp_path, "bad.yaml", text) if isinstance(e, InvalidCase)]
+    assert len(bad) == 1, bad
+    assert (bad[0].line, fragment in bad[0].message) == (line, True), bad[0].message
+
+
+def test_jsonl_line_that_is_not_an_object_names_its_line(tmp_path: Path) -> None:
+    entries = load(tmp_path, "c.jsonl", '{"database": "d", "gold": "SELECT 1"}\n\n[1, 2]\n')
+    assert isinstance(entries[1], InvalidCase) and entries[1].line == 3 and "not a list" in entries[1].message
+
+
+# --- ids: unique item names, and ids pytest cannot select ------------------------------------
+
+
+def test_duplicate_ids_get_names_that_cannot_collide(tmp_path: Path) -> None:
+    text = "database: d\ncases:\n  - {id: a, gold: SELECT 1}\n  - {id: a, gold: SELECT 2}\n  - {id: a-duplicate-1, gold: SELECT 3}\n"
+    entries = load(tmp_path, "s.yaml", text)
+    assert [(type(e).__name__, e.id) for e in entries] == [
+        ("Case", "a"), ("InvalidCase", "a [duplicate at line 4]"), ("Case", "a-duplicate-1")]
+    assert entries[1].message == "duplicate id 'a' (first used on line 3); ids must be unique within a file"
+
+
+def test_a_generated_name_never_takes_a_name_in_use(tmp_path: Path) -> None:
+    text = ("database: d\ncases:\n  - {id: a, gold: SELECT 1}\n  - {id: a, gold: SELECT 2}\n"
+            "  - {id: 'a [duplicate at line 4]', gold: SELECT 3}\n  - {id: a, gold: SELECT 4}\n")
+    entries = load(tmp_path, "s.yaml", text)
+    assert [e.id for e in entries] == ["a", "a [duplicate at line 4] (2)", "a [duplicate at line 4]", "a [duplicate at line 6]"]
+    assert [type(e).__name__ for e in entries] == ["Case", "InvalidCase", "Case", "InvalidCase"]
+
+
+def test_a_broken_case_keeps_its_id_and_a_later_case_with_it_is_a_duplicate(tmp_path: Path) -> None:
+    text = "database: d\ncases:\n  - {id: a, gold_sql: SELECT 1}\n  - {id: a, gold: SELECT 2}\n  - {gold: SELECT 3}\n  - {id: case-0002, gold: SELECT 4}\n"
+    entries = load(tmp_path, "s.yaml", text)
+    assert [(type(e).__name__, e.id) for e in entries] == [
+        ("InvalidCase", "a"), ("InvalidCase", "a [duplicate at line 4]"), ("Case", "case-0002"),
+        ("InvalidCase", "case-0002 [duplicate at line 6]")]
+    assert len({e.id for e in entries}) == len(entries)
+
+
+def test_duplicates_in_a_source_are_named_by_position(tmp_path: Path) -> None:
+    (tmp_path / "dev.json").write_text(json.dumps([{"question_id": 7, "db_id": "a", "SQL": "SELECT 1"}] * 2))
+    a, b = load(tmp_path, "dev.yaml", "source: {format: bird, questions: dev.json, db_dir: db}\n")
+    assert (a.id, b.id) == ("7", "7 [duplicate at position 1]")
+    assert "first used at position 0" in b.message
+
+
+@pytest.mark.parametrize(
+    ("case_id", "fragment"),
+    [
+        ("'c::d'", "contains '::'"),
+        ("''", "`id` is empty"),
+        ("'   '", "`id` is empty"),
+        ('"a\\nb"', "line break"),
+        ("[a, b]", "must be a string or a number, not list"),
+        ("{a: b}", "must be a string or a number, not dict"),
+    ],
+)
+def test_ids_pytest_cannot_select_are_invalid(tmp_path: Path, case_id: str, fragment: str) -> None:
+    text = f"database: d\ncases:\n  - {{id: ok, gold: SELECT 1}}\n  - id: {case_id}\n    gold: SELECT 2\n"
+    ok, bad = load(tmp_path, "s.yaml", text)
+    assert isinstance(ok, Case)
+    assert isinstance(bad, InvalidCase) and fragment in bad.message and bad.line == 4
+    assert bad.id == "case-0001"  # named by its position: no `::`, never empty
+
+
+def test_a_bad_ids_positional_name_gives_way_to_a_case_that_uses_it(tmp_path: Path) -> None:
+    entries = load(tmp_path, "s.yaml", "database: d\ncases:\n  - {id: 'x::y', gold: SELECT 1}\n  - {id: case-0000, gold: SELECT 2}\n")
+    assert [(type(e).__name__, e.id) for e in entries] == [("InvalidCase", "case-0000 (2)"), ("Case", "case-0000")]
+
+
+@pytest.mark.parametrize("case_id", ["a/b", "p[1]", "x y", "ü-1", 12])
+def test_ids_pytest_can_select_are_kept(tmp_path: Path, case_id: object) -> None:
+    (case,) = load(tmp_path, "c.jsonl", json.dumps({"id": case_id, "database": "d", "gold": "SELECT 1"}) + "\n")
+    assert isinstance(case, Case) and case.id == str(case_id)
+
+
+# --- empty input -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line", "message"),
+    [
+        ("e.yaml", "", None, "no cases: the file is empty"),
+        ("e.yaml", "# all cases commented out\n---\n", None, "no cases: the file is empty"),
+        ("e.jsonl", "\n  \n", None, "no cases: the file is empty"),
+        ("e.yaml", "database: d\ncases: []\n", 2, "no cases: `cases:` is empty"),
+        ("e.yaml", "database: d\ncases:\n# - id: a\n", 2, "no cases: `cases:` is empty"),
+    ],
+)
+def test_empty_input_is_a_warning(tmp_path: Path, name: str, text: str, line: int | None, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    contents = read_case_file(path)
+    assert contents.entries == [] and load_case_file(path) == []
+    (warning,) = contents.warnings
+    assert (warning.path, warning.line, warning.message) == (path, line, message)
+    assert str(warning) == (f"{path}:{line}: {message}" if line else f"{path}: {message}")
+
+
+def test_empty_source_is_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "dev.json").write_text("[]")
+    path = tmp_path / "dev.yaml"
+    path.write_text("# Spider\nsource: {format: spider, questions: dev.json, db_dir: db}\n")
+    contents = read_case_file(path)
+    assert contents.entries == []
+    assert [(w.line, w.message) for w in contents.warnings] == [(2, "no cases: the source's questions file holds no questions")]
+
+
+def test_a_file_with_cases_has_no_warnings(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("database: d\ncases:\n  - {id: a, gold: SELECT 1}\n  - {id: a}\n")
+    contents = read_case_file(path)
+    assert len(contents.entries) == 2 and contents.warnings == []
+
+
+def test_an_unforeseen_exception_is_one_invalid_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_nl2sql.metrics import termselection
+
+    def explode(conversation: object) -> None:
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(termselection, "validate_conversation", explode)
+    entries = load(tmp_path, "t.yaml", "cases:\n  - {id: t, conversation: []}\n  - {id: u, database: d, gold: SELECT 1}\n")
+    assert isinstance(entries[0], InvalidCase) and entries[0].id == "t"
+    assert entries[0].message == "cannot read this case: KeyError: 'surprise'"
+    assert isinstance(entries[1], Case)
+
+
+def test_a_broken_lines_positional_name_gives_way_too(tmp_path: Path) -> None:
+    entries = load(tmp_path, "c.jsonl", '{oops\n{"id": "case-0000", "database": "d", "gold": "SELECT 1"}\n')
+    assert [(type(e).__name__, e.id) for e in entries] == [("InvalidCase", "case-0000 (2)"), ("Case", "case-0000")]

@@ -25,7 +25,7 @@ from pytest_nl2sql.engines import (
     TooManyRows,
     open_engine,
 )
-from pytest_nl2sql.engines.sqlite import SqliteEngine
+from pytest_nl2sql.engines.sqlite import HEAP_LIMIT_BYTES, SqliteEngine
 
 LIMITS = Limits(timeout=0.5, max_rows=1_000, max_bytes=1_000_000, max_value_bytes=100_000)
 
@@ -247,15 +247,9 @@ def test_missing_file_through_cache_creates_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_process_heap_gets_a_ceiling(database: Path) -> None:
-    """After an engine opened, SQLite's process-wide heap limit is set (unless one was set)."""
-    open_engine(str(database)).close()
-    probe = sqlite3.connect(":memory:")
-    try:
-        (limit,) = probe.execute("PRAGMA hard_heap_limit").fetchone()
-    finally:
-        probe.close()
-    assert limit > 0
+def test_worker_heap_gets_a_ceiling(engine: SqliteEngine) -> None:
+    """The worker process that holds the connections has SQLite's heap ceiling set."""
+    assert engine._worker.info()["heap_limit"] == HEAP_LIMIT_BYTES
 
 
 def test_wal_database_leaves_no_side_files(tmp_path: Path) -> None:

@@ -95,6 +95,8 @@ def _postgres(schema: str) -> Iterator[Database]:
         ("SET default_transaction_read_only = off", QueryError),
         ("WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d", QueryError),
         ("SELECT pg_advisory_lock(42)", QueryError),
+        (r'SELECT U&"pg\005fadvisory\005flock"(42)', QueryError),
+        ("SELECT query_to_xml('select pg_advisory_lock(42)', true, true, '')", QueryError),
         ("SELECT nextval('nope_seq')", QueryError),
         ("DO $$ BEGIN DELETE FROM t; END $$", QueryError),
     ]
@@ -143,6 +145,9 @@ def _mariadb(database: str) -> Iterator[Database]:
         ("SELECT @v := 1", QueryError),
         ("SELECT LOAD_FILE('/etc/passwd')", QueryError),
         ("SELECT GET_LOCK('nl2sql', 0)", QueryError),
+        ("/*! SET SESSION sql_select_limit = 1, @x = */ (SELECT 1)", QueryError),
+        ("SELECT 1 /*!, GET_LOCK('nl2sql', 0) */", QueryError),
+        ("SELECT 1 /*M!100000 , @v := 5 */", QueryError),
         ("SET GLOBAL max_connections = 1", QueryError),
         ("SET @@session.sql_mode = 'ANSI'", QueryError),
         ("SET autocommit = 1", QueryError),

@@ -87,7 +87,7 @@ def test_baseline_classes_exit_codes_and_summary(shop: pytest.Pytester, xdist_ar
     same.assert_outcomes(passed=2, xfailed=2)
     assert same.ret == pytest.ExitCode.OK
     same.stdout.fnmatch_lines([
-        "accuracy then 2/4 = 50.0%, now 2/4 = 50.0%",
+        "cases passing (SQL and term selection, judged in both runs): then 2/4 = 50.0%, now 2/4 = 50.0%",
         "2 known failures (xfailed)",
         "McNemar exact p = 1: no case changed its verdict",
         "XFAIL shop.nl2sql.yaml::cheap - known failure (baseline): mismatch: row count",
@@ -107,7 +107,7 @@ def test_baseline_classes_exit_codes_and_summary(shop: pytest.Pytester, xdist_ar
     mixed.stdout.fnmatch_lines([
         "*= nl2sql =*",
         "baseline *base.json: 4 cases judged in both runs",
-        "accuracy then 2/4 = 50.0%, now 2/4 = 50.0%",
+        "cases passing (SQL and term selection, judged in both runs): then 2/4 = 50.0%, now 2/4 = 50.0%",
         "1 regression:",
         "  shop.nl2sql.yaml::count",
         "1 fixed case:",
@@ -148,7 +148,7 @@ def test_a_significant_change_and_its_p_value(shop: pytest.Pytester) -> None:
     result = shop.runpytest("--nl2sql-baseline=b.json")
     result.assert_outcomes(failed=6)
     result.stdout.fnmatch_lines([
-        "accuracy then 6/6 = 100.0%, now 0/6 = 0.0%",
+        "cases passing (SQL and term selection, judged in both runs): then 6/6 = 100.0%, now 0/6 = 0.0%",
         "6 regressions:",
         "McNemar exact p = 0.0312 (6 worse, 0 better): the change is distinguishable from noise at the 0.05 level",
     ])

@@ -84,7 +84,7 @@ def test_hardness_and_exact_match_in_summary_and_json(shop: pytest.Pytester, xdi
         "*= nl2sql =*",
         f"execution accuracy {passed}/{len(CASES)} = *",
         f"exact set match {sum(exact)}/{len(exact)} = {100 * sum(exact) / len(exact):.1f}%",
-        "by hardness:",
+        "by hardness (SQL cases):",
         *(f"  {b} *{p}/{t} = *" for b, (p, t) in buckets.items()),
     ])
     assert "partial component match" not in result.stdout.str()  # only with -v
@@ -164,7 +164,7 @@ def test_bird_difficulty_buckets(pytester: pytest.Pytester, xdist_args: list[str
     result.assert_outcomes(passed=passed, failed=len(BIRD) - passed)
     order = ("simple", "moderate", "challenging")
     counts = {b: (sum(r[4] == "pass" for r in BIRD if r[2] == b), sum(r[2] == b for r in BIRD)) for b in order}
-    result.stdout.fnmatch_lines(["by hardness:", *(f"  {b} *{p}/{t} = *" for b, (p, t) in counts.items())])
+    result.stdout.fnmatch_lines(["by hardness (SQL cases):", *(f"  {b} *{p}/{t} = *" for b, (p, t) in counts.items())])
     report = read_report(pytester.path / "report.json")
     assert [(i["id"], i["hardness"], i["verdict"]) for i in report["items"]] == [
         (str(qid), diff, verdict) for qid, _, diff, _, verdict in BIRD

@@ -71,7 +71,7 @@ def test_worked_example_from_the_case(pytester: pytest.Pytester, xdist_args: lis
     # the data set's macro scores: mean of the cases' (1.0 and 0.67)
     result.stdout.fnmatch_lines([
         "*= nl2sql =*",
-        "term selection: macro precision 0.83, macro recall 1.00 (1/2 cases pass)",
+        "term selection: macro precision 0.83, macro recall 1.00 (1/2 term-selection cases pass)",
         "  INDICATOR: precision 0.83, recall 1.00",
         "  COUNTRY: precision 1.00, recall 1.00",
     ])
@@ -152,7 +152,7 @@ def test_jsonl_selection_file_and_multi_turn_conversations(pytester: pytest.Pyte
     # unscored cases count 0.0 in the data set's means: (1 + .75 + .5 + 0 + 0) / 5 and (1 + .75 + 1 + 0 + 0) / 5
     s = read_report(pytester.path / "r.json")["summary"]["term_selection"]
     assert s["macro_precision"] == pytest.approx(0.45) and s["macro_recall"] == pytest.approx(0.55)
-    result.stdout.fnmatch_lines(["term selection: macro precision 0.45, macro recall 0.55 (1/5 cases pass)"])
+    result.stdout.fnmatch_lines(["term selection: macro precision 0.45, macro recall 0.55 (1/5 term-selection cases pass)"])
 
 
 HOOK_CONFTEST = """
@@ -266,7 +266,7 @@ def test_mixed_sql_and_term_selection_run(pytester: pytest.Pytester, xdist_args:
     result.stdout.fnmatch_lines([
         "*= nl2sql =*",
         "execution accuracy 1/1 = 100.0%",
-        "term selection: macro precision 0.83, macro recall 1.00 (1/2 cases pass)",
+        "term selection: macro precision 0.83, macro recall 1.00 (1/2 term-selection cases pass)",
     ])
     report = read_report(pytester.path / "r.json")
     s = report["summary"]
@@ -277,7 +277,7 @@ def test_mixed_sql_and_term_selection_run(pytester: pytest.Pytester, xdist_args:
     # -k selects term-selection cases by tag too
     tagged = pytester.runpytest(*xdist_args, "-k", "weo")
     tagged.assert_outcomes(passed=1)
-    tagged.stdout.fnmatch_lines(["term selection: macro precision 1.00, macro recall 1.00 (1/1 cases pass)"])
+    tagged.stdout.fnmatch_lines(["term selection: macro precision 1.00, macro recall 1.00 (1/1 term-selection cases pass)"])
 
 
 def test_malformed_term_selection_cases_are_errors(pytester: pytest.Pytester) -> None:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nl2sql.cases.predictions import Prediction, load_predictions, prediction_key, read_aligned_predictions, record_lines
+from pytest_nl2sql.cases.predictions import (
+    Prediction, PredictionRecord, PredictionsFileError, load_predictions, prediction_key, read_aligned_predictions, record_lines,
+)
 
 
 def test_aligned_lines_keep_blank_predictions_and_cut_at_tab(tmp_path: Path) -> None:
@@ -61,3 +63,58 @@ def test_record_lines_read_back(tmp_path: Path) -> None:
     path = tmp_path / "rec.jsonl"
     path.write_text(record_lines([{"id": "a", "file": "s.yaml", "predicted": "SELECT 1", "key": "k1"}]))
     assert load_predictions(path).lookup("a", 0, ("s.yaml",)) == Prediction("SELECT 1", "k1")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"id": "deep", "predicted": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", "invalid JSON: nested deeper than 100 levels"),
+        (b'{"id": ["a"], "predicted": "SELECT 1"}', "\"id\" must be a string or a number, not list"),
+        (b'{"id": "a", "file": 3, "predicted": "SELECT 1"}', "\"file\" must be a string, not int"),
+        (b'{"id": "a", "predicted": "SELECT \xff"}', "not UTF-8 text"),
+        (b'["a", "SELECT 1"]', "needs an \"id\""),
+    ],
+)
+def test_every_malformed_jsonl_line_names_file_and_line(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b'{"id": "ok", "predicted": "SELECT 1"}\n\n' + content + b"\n")
+    with pytest.raises(PredictionsFileError) as info:
+        load_predictions(path)
+    assert (info.value.path, info.value.line) == (path, 3)
+    assert str(info.value) == f"{path}:3: {info.value.message}" and message in info.value.message
+    assert isinstance(info.value, ValueError)  # what the plugin turns into a usage error
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("p.json", b'{"0": "SELECT 1",', "invalid JSON"),
+        ("p.json", b'{"first": "SELECT 1"}', "'first' is not a position"),
+        ("p.json", b'{"-1": "SELECT 1"}', "'-1' is not a position"),
+        ("p.sql", b"SELECT 1\nSELECT '\xff'\n", "p.sql:2: not UTF-8 text"),
+    ],
+)
+def test_malformed_aligned_files_name_the_file(tmp_path: Path, name: str, content: bytes, message: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(PredictionsFileError, match=str(path)) as info:
+        load_predictions(path)
+    assert message in str(info.value)
+
+
+def test_unused_lists_the_lines_that_match_no_case(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "a", "predicted": "SELECT 1"},
+        {"id": "b", "file": "suites/x.nl2sql.yaml", "predicted": "SELECT 2"},
+        {"id": "b", "file": "suites/y.nl2sql.yaml", "predicted": "SELECT 3"},
+        {"id": "typo", "predicted": "SELECT 4"},
+        {"id": 7, "predicted": "SELECT 5"},
+    ]) + "\n")
+    store = load_predictions(path)
+    cases = [("a", ("suites/x.nl2sql.yaml",)), ("b", ("suites/x.nl2sql.yaml", "/abs/suites/x.nl2sql.yaml")), ("7", ("z.yaml",))]
+    assert store.unused(cases) == [PredictionRecord(3, "b", "suites/y.nl2sql.yaml"), PredictionRecord(4, "typo", None)]
+    assert [r.line for r in store.unused([])] == [1, 2, 3, 4, 5]
+    aligned = tmp_path / "p.sql"
+    aligned.write_text("SELECT 1\n")
+    assert load_predictions(aligned).unused([]) == []

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_nl2sql.reports.csv import COLUMNS, correct_ids_path, write_csv
 from pytest_nl2sql.metrics.termselection import score_term_selection
 from pytest_nl2sql.vocab import Kind, Verdict
@@ -72,3 +74,58 @@ def test_empty_report(tmp_path: Path) -> None:
     path, correct = write_csv({"summary": {}, "items": []}, tmp_path / "r.csv")
     assert path.read_text(encoding="utf-8").strip() == ",".join(COLUMNS)
     assert correct.read_text(encoding="utf-8").strip() == "instance_id"
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ('=HYPERLINK("http://x","click")', '\'=HYPERLINK("http://x","click")'),
+        ("+1+cmd|' /C calc'!A0", "'+1+cmd|' /C calc'!A0"),
+        ("-2+3", "'-2+3"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\t=1", "'\t=1"),
+        ("\r=1", "'\r=1"),
+        ("-- a comment\nSELECT 1", "'-- a comment\nSELECT 1"),
+        ("SELECT 1 = 1", "SELECT 1 = 1"),  # only the first character matters
+        ("-1", "-1"),  # plain numbers are data, not formulas
+        ("+0.5", "+0.5"),
+        ("-1e-3", "-1e-3"),
+    ],
+)
+def test_formula_injection_is_neutralised(tmp_path: Path, text: str, written: str) -> None:
+    """OWASP's CSV injection advice: a cell starting with = + - @ TAB CR gets a quote before it."""
+    report = make_report()
+    report["items"][1].update(predicted=text, reason=text, tags=[text], question=text)
+    path, _ = write_csv(report, tmp_path / "r.csv")
+    q2 = read(path)[1]
+    assert (q2["predicted"], q2["reason"], q2["tags"], q2["question"]) == (written,) * 4
+
+
+def test_ids_in_the_correct_file_are_neutralised_too(tmp_path: Path) -> None:
+    report = make_report()
+    report["items"][0]["id"] = "=1+1"
+    _, correct = write_csv(report, tmp_path / "r.csv")
+    assert correct.read_text(encoding="utf-8").splitlines()[1] == "'=1+1"
+
+
+def test_numbers_are_never_prefixed(tmp_path: Path) -> None:
+    report = make_report()
+    report["items"][0]["latency"] = -0.5  # a clock that went backwards: still a number
+    assert read(write_csv(report, tmp_path / "r.csv")[0])[0]["latency"] == "-0.5"
+
+
+def test_enum_values_are_written_by_their_spelling(tmp_path: Path) -> None:
+    from pytest_nl2sql.vocab import BaselineStatus
+
+    report = make_report()
+    report["items"][1]["baseline"] = BaselineStatus.REGRESSION  # str() would be 'BaselineStatus.REGRESSION'
+    report["items"][1]["verdict"] = Verdict.MISMATCH
+    q2 = read(write_csv(report, tmp_path / "r.csv")[0])[1]
+    assert (q2["baseline"], q2["verdict"]) == ("regression", "mismatch")
+
+
+def test_a_lone_surrogate_does_not_crash_the_csv(tmp_path: Path) -> None:
+    report = make_report()
+    report["items"][1]["predicted"] = "SELECT '\ud800'"
+    path, _ = write_csv(report, tmp_path / "r.csv")
+    assert read(path)[1]["predicted"] == "SELECT '\\ud800'"

@@ -134,3 +134,89 @@ def test_no_step_summary_outside_github(tmp_path: Path, environ: dict[str, str])
     out = tmp_path / "r.md"
     write_markdown(report([item("a")]), out, environ=environ)
     assert out.exists() and [p.name for p in tmp_path.iterdir()] == ["r.md"]
+
+
+def test_partial_component_that_no_query_has_is_not_applicable() -> None:
+    partial = {
+        "select": {"acc": 0.9, "rec": 0.8, "f1": 0.85, "pred_count": 4, "gold_count": 4},
+        "group": {"acc": 0.0, "rec": 0.0, "f1": 1.0, "pred_count": 0, "gold_count": 0},  # official 0 / 0
+    }
+    text = render_markdown(report([item("a")], partial=partial))
+    rows = table_rows(text, "| component | accuracy | recall | F1 |")
+    assert rows[2:] == ["| select | 0.900 | 0.800 | 0.850 |", "| group | n/a | n/a | n/a |"]
+    assert "0.000 | 0.000 | 1.000" not in text
+    assert "n/a: no gold query and no prediction has the component." in text
+
+
+def test_hardness_in_vocabulary_order_bird_too() -> None:
+    bucket = {"total": 1, "passed": 1, "accuracy": 1.0}
+    labels = ("challenging", "other", "moderate", "hard", "simple")
+    text = render_markdown(report([item("a")], by_hardness={label: bucket for label in labels}))
+    rows = table_rows(text, "| hardness | passed | cases | accuracy |")
+    assert [row.split(" | ")[0][2:] for row in rows[2:]] == ["hard", "simple", "moderate", "challenging", "other"]
+
+
+def test_past_the_limit_the_worst_tags_are_shown() -> None:
+    from pytest_nl2sql.reports.md import MAX_BUCKETS
+
+    by_tag = {f"tag{i:03d}": {"total": 10, "passed": 10, "accuracy": 1.0} for i in range(MAX_BUCKETS + 10)}
+    by_tag["zz-worst"] = {"total": 4, "passed": 0, "accuracy": 0.0}
+    by_tag["zz-bad-big"] = {"total": 40, "passed": 20, "accuracy": 0.5}
+    by_tag["zz-bad-small"] = {"total": 2, "passed": 1, "accuracy": 0.5}
+    by_tag["zz-unjudged"] = {"total": 1, "passed": 0, "errors": 1, "accuracy": None}
+    text = render_markdown(report([item("a")], by_tag=by_tag))
+    rows = table_rows(text, "| tag | passed | cases | accuracy |")[2:]
+    assert len(rows) == MAX_BUCKETS
+    assert [row.split(" | ")[0][2:] for row in rows[:4]] == ["zz-worst", "zz-bad-big", "zz-bad-small", "tag000"]
+    assert f"The {MAX_BUCKETS} worst of {len(by_tag)} are shown (see the JSON report)." in text
+    few = render_markdown(report([item("a")], by_tag={"b": by_tag["zz-worst"], "a": by_tag["tag000"]}))
+    assert [r.split(" | ")[0][2:] for r in table_rows(few, "| tag | passed | cases | accuracy |")[2:]] == ["a", "b"]
+
+
+def test_bucket_names_cannot_break_the_table() -> None:
+    bucket = {"total": 1, "passed": 1, "accuracy": 1.0}
+    text = render_markdown(report([item("a")], by_tag={"a|b\nc": bucket}, by_database={"<b>x": bucket}))
+    assert "| a\\|b c | 1 | 1 | 100.0% |" in text
+    assert "| &lt;b>x | 1 | 1 | 100.0% |" in text
+
+
+def test_huge_reasons_are_cut_with_a_marker() -> None:
+    reason = "no such column: " + "x" * 10_000_000
+    text = render_markdown(report([item("a", "pred_error", reason=reason), item("b", "gold_error", reason=reason)]))
+    assert len(text) < 5_000
+    cut = [line for line in text.splitlines() if "no such column" in line]
+    assert len(cut) == 2 and all(line.rstrip(" |").endswith("…") for line in cut)
+
+
+def test_long_case_lists_are_bounded(tmp_path: Path) -> None:
+    broken = [item(f"g{i}", "gold_error", reason="missing") for i in range(MAX_FAILURES + 3)]
+    text = render_markdown(report([item("a")] + broken))
+    assert text.count("- `shop.nl2sql.yaml::g") == MAX_FAILURES
+    assert "- … and 3 more (see the JSON report)." in text
+    labels = [f"shop.nl2sql.yaml::r{i}" for i in range(MAX_FAILURES + 2)]
+    text = render_markdown(report([item("a")], baseline={"path": "b.json", "regressions": labels}))
+    assert f"**Regressions ({MAX_FAILURES + 2}):**" in text and "and 2 more (see the JSON report)" in text
+    assert "`shop.nl2sql.yaml::r101`" not in text
+
+
+def test_a_reason_cannot_open_html_outside_a_table() -> None:
+    text = render_markdown(report([item("a"), item("g", "gold_error", reason="<details><summary>x")]))
+    assert "<details><summary>x" not in text and "&lt;details>&lt;summary>x" in text
+
+
+def test_a_lone_surrogate_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "r.md"
+    summary_file = tmp_path / "step.md"
+    data = report([item("a", "pred_error", reason="near '\ud800'")])
+    assert write_markdown(data, out, environ={"GITHUB_STEP_SUMMARY": str(summary_file)}) == [out]
+    assert "near '\\ud800'" in out.read_text(encoding="utf-8")
+    assert "near '\\ud800'" in summary_file.read_text(encoding="utf-8")
+
+
+def test_an_unwritable_step_summary_is_a_clear_error(tmp_path: Path) -> None:
+    from pytest_nl2sql.reports import ReportWriteError
+
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(ReportWriteError, match=r"r\.md was written, but not appended to \$GITHUB_STEP_SUMMARY"):
+        write_markdown(report([item("a")]), tmp_path / "r.md", environ={"GITHUB_STEP_SUMMARY": str(tmp_path / "dir")})
+    assert (tmp_path / "r.md").exists()

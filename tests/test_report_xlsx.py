@@ -271,3 +271,81 @@ def test_libreoffice_converts_the_workbook(workbook: tuple[Path, Any]) -> None:
     )
     pdf = path.with_suffix(".pdf")
     assert pdf.exists() and pdf.read_bytes().startswith(b"%PDF")
+
+
+def test_bird_difficulty_levels_in_their_order(tmp_path: Path) -> None:
+    """BIRD's levels are simple < moderate < challenging, after Spider's, not by name."""
+    report = make_report()
+    bucket = {"total": 1, "passed": 1, "accuracy": 1.0}
+    report["summary"]["by_hardness"] = {
+        label: bucket for label in ("challenging", "zzz-custom", "moderate", "extra", "simple", "easy")
+    }
+    write_xlsx(report, tmp_path / "r.xlsx")
+    labels = [r[0] for r in rows(openpyxl.load_workbook(tmp_path / "r.xlsx")["Statistics"])]
+    start = labels.index("Accuracy by hardness") + 2
+    assert labels[start:start + 6] == ["easy", "extra", "simple", "moderate", "challenging", "zzz-custom"]
+
+
+def test_partial_component_that_no_query_has_is_not_applicable(tmp_path: Path) -> None:
+    report = make_report()
+    report["summary"]["partial"] = {
+        "select": {"acc": 0.9, "rec": 0.8, "f1": 0.85, "pred_count": 4, "gold_count": 4},
+        "group": {"acc": 0.0, "rec": 0.0, "f1": 1.0, "pred_count": 0, "gold_count": 0},  # official 0 / 0
+        "order": {"acc": 0.0, "rec": 0.0, "f1": 1.0, "pred_count": 0, "gold_count": 2},  # never predicted
+    }
+    write_xlsx(report, tmp_path / "r.xlsx")
+    table = rows(openpyxl.load_workbook(tmp_path / "r.xlsx")["Statistics"])
+    header = next(r for r in table if r[0] == "component")
+    assert header[:6] == ["component", "accuracy", "recall", "F1", "in gold", "in predictions"]
+    found = {r[0]: tuple(r[1:6]) for r in table if r[0] is not None}
+    assert found["select"] == (0.9, 0.8, 0.85, 4, 4)
+    assert found["group"] == ("n/a", "n/a", "n/a", 0, 0)
+    assert found["order"] == (0.0, 0.0, 1.0, 2, 0)  # the official numbers: the gold has it
+    assert any(str(r[0]).startswith("n/a: no gold query") for r in table)
+
+
+def test_huge_values_are_cut_with_a_visible_marker(tmp_path: Path) -> None:
+    report = make_report()
+    huge = "x" * 10_000_000
+    report["items"][1]["predicted"] = huge
+    report["items"][1]["reason"] = "=" + huge  # a formula-looking text, cut, stays text
+    report["items"][1]["diff"] = {"pairing": [0], "missing": [[huge]] * 30, "extra": [], "missing_count": 30}
+    write_xlsx(report, tmp_path / "r.xlsx")
+    wb = openpyxl.load_workbook(tmp_path / "r.xlsx")
+    overview = records(wb["Overview"])["case-0001"]
+    assert overview["predicted SQL"].endswith("x\n… [cut: 10,000,000 characters in all]")
+    assert overview["reason"].endswith("x\n… [cut: 10,000,001 characters in all]")
+    assert len(overview["predicted SQL"]) == len(overview["reason"]) == 32_767
+    header = rows(wb["Overview"])[0]
+    assert wb["Overview"].cell(3, header.index("reason") + 1).data_type == "s"
+    missing = records(wb["Failures"])["case-0001"]["rows missing (in gold, not predicted)"]
+    assert missing.splitlines()[0] == "('" + "x" * 200 + "'… [10,000,000 characters])"
+    assert missing.splitlines()[-1] == "… 10 more"
+
+
+def test_text_that_xml_cannot_hold_does_not_corrupt_the_workbook(tmp_path: Path) -> None:
+    report = make_report()
+    report["items"][1]["predicted"] = "SELECT '\ud800\uffff\ufffe' -- \x00\x1b ok"
+    report["items"][1]["tags"] = ["\udcff"]
+    report["summary"]["by_tag"] = {"\udcff": {"total": 1, "passed": 0, "accuracy": 0.0}}
+    write_xlsx(report, tmp_path / "r.xlsx")
+    wb = openpyxl.load_workbook(tmp_path / "r.xlsx")  # raised a ParseError before
+    case = records(wb["Overview"])["case-0001"]
+    assert case["predicted SQL"] == "SELECT '\\ud800\\uffff\\ufffe' --  ok"
+    assert case["tags"] == "\\udcff"
+
+
+def test_enum_values_are_shown_and_coloured_by_their_spelling(tmp_path: Path) -> None:
+    from pytest_nl2sql.vocab import BaselineStatus
+
+    report = make_report()
+    report["items"][1]["baseline"] = BaselineStatus.REGRESSION
+    report["items"][1]["verdict"] = Verdict.MISMATCH
+    write_xlsx(report, tmp_path / "r.xlsx")
+    wb = openpyxl.load_workbook(tmp_path / "r.xlsx")
+    case = records(wb["Overview"])["case-0001"]
+    assert (case["baseline"], case["verdict"]) == ("regression", "mismatch")
+    header = rows(wb["Overview"])[0]
+    fill = wb["Overview"].cell(3, header.index("baseline") + 1).fill.fgColor.rgb
+    assert fill.endswith("FFC7CE")  # the regression red
+    assert [r[0] for r in rows(wb["Regressions and fixes"])[1:]] == ["case-0001", "case-0004"]

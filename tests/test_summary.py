@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_nl2sql.judge.explain import summary_lines
+from pytest_nl2sql.plugin.terminal import summary_lines
 from pytest_nl2sql.metrics.summary import build_report, summarize
 from pytest_nl2sql.vocab import Kind, Verdict
 from pytest_nl2sql.judge.result import CaseResult

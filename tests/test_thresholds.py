@@ -97,7 +97,7 @@ def test_unknown_or_unjudgeable_buckets_fail() -> None:
         "nl2sql: --nl2sql-fail-under=tag:jions=0.9: no case has tag 'jions' (there are: joins)"
     ]
     assert check("extra=0.1") == [
-        "nl2sql: --nl2sql-fail-under=extra=0.1: no case has hardness 'extra' (there are: challenging, easy, hard)"
+        "nl2sql: --nl2sql-fail-under=extra=0.1: no case has hardness 'extra' (there are: easy, hard, challenging)"  # in vocab order
     ]
     assert check("database:broken=0") == [
         "nl2sql: --nl2sql-fail-under=database:broken=0: no case with database 'broken' could be judged"

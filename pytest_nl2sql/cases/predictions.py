@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_nl2sql.cases.parse import load_json
 
 BIRD_SEPARATOR = "\t----- bird -----\t"
 
@@ -26,11 +28,29 @@ class Prediction:
     error: str | None = None  # the predictor raised when this was recorded: replayed as predictor_error
 
 
+class PredictionsFileError(ValueError):
+    """A predictions file cannot be read; `str()` is `path:line: what is wrong` (or `path: ...`)."""
+
+    def __init__(self, path: Path, line: int | None, message: str) -> None:
+        self.path, self.line, self.message = path, line, message
+        super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")
+
+
+@dataclass(frozen=True)
+class PredictionRecord:
+    """Where one JSONL prediction came from: its line, and the id and file it is for."""
+
+    line: int
+    id: str
+    file: str | None = None
+
+
 @dataclass(frozen=True)
 class PredictionStore:
     path: Path
     aligned: tuple[str, ...] | None = None  # one per case position, for .sql/.txt files
     by_id: Mapping[str, tuple[tuple[str | None, Prediction], ...]] = field(default_factory=dict)
+    records: tuple[PredictionRecord, ...] = ()  # JSONL: every line, in file order
 
     def lookup(self, case_id: str, position: int, file_names: tuple[str, ...]) -> Prediction | None:
         """The prediction of a case; `file_names` are the spellings its file may have in the JSONL."""
@@ -41,19 +61,53 @@ class PredictionStore:
                 return prediction
         return None
 
+    def unused(self, cases: Iterable[tuple[str, Sequence[str]]]) -> list[PredictionRecord]:
+        """The JSONL lines that match none of `cases`, given as `(case id, spellings of its file)`
+        (the `file_names` of `lookup`, e.g. the file as the node id spells it), in file order.
+
+        A pure function of its arguments, so it also works at the end of an xdist run from the
+        results the workers sent back. An aligned (.sql/.txt/.json) file has no ids: [] (its line
+        count is checked against the suite instead)."""
+        if self.aligned is not None:
+            return []
+        files_of: dict[str, list[Sequence[str]]] = {}
+        for case_id, file_names in cases:
+            files_of.setdefault(str(case_id), []).append(tuple(file_names))
+        return [
+            record for record in self.records
+            if not any(record.file is None or _same_file(record.file, tuple(names)) for names in files_of.get(record.id, ()))
+        ]
+
 
 def _same_file(given: str, names: tuple[str, ...]) -> bool:
     given = given.replace("\\", "/")
     return any(given == n or n.endswith("/" + given) for n in names)
 
 
+def _read_text(path: Path) -> str:
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise PredictionsFileError(path, line, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
 def read_aligned_predictions(path: Path) -> list[str]:
     """One prediction per case position, from a .sql/.txt (or BIRD .json) file."""
-    text = Path(path).read_text(encoding="utf-8")
-    if Path(path).suffix == ".json":
-        data = json.loads(text)
+    path = Path(path)
+    text = _read_text(path)
+    if path.suffix == ".json":
+        try:
+            data = load_json(text)
+        except ValueError as e:
+            line = getattr(e, "lineno", None)
+            raise PredictionsFileError(path, line, f"invalid JSON: {getattr(e, 'msg', e)}") from None
         if not isinstance(data, Mapping):
-            raise ValueError(f"{path}: a .json predictions file must map positions to SQL (BIRD's format)")
+            raise PredictionsFileError(path, None, "a .json predictions file must map positions to SQL (BIRD's format)")
+        bad = [k for k in data if not (isinstance(k, str) and k.isdigit())]
+        if bad:
+            raise PredictionsFileError(path, None, f"a .json predictions file maps positions (0, 1, ...) to SQL; {bad[0]!r} is not a position")
         out = [""] * (max((int(k) for k in data), default=-1) + 1)
         for k, v in data.items():
             out[int(k)] = str(v).split(BIRD_SEPARATOR)[0].strip()
@@ -65,20 +119,25 @@ def read_aligned_predictions(path: Path) -> list[str]:
 
 
 def load_predictions(path: Path) -> PredictionStore:
-    """Read a `--nl2sql-predictions` file; raise ValueError naming the file and line."""
+    """Read a `--nl2sql-predictions` file; raise `PredictionsFileError` (a ValueError) naming the
+    file and line, or OSError when it cannot be read at all."""
     path = Path(path)
     if path.suffix != ".jsonl":
         return PredictionStore(path=path, aligned=tuple(read_aligned_predictions(path)))
     by_id: dict[str, list[tuple[str | None, Prediction]]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    records: list[PredictionRecord] = []
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{number}: invalid JSON: {e.msg}") from e
+            record = load_json(line)
+        except ValueError as e:
+            detail = f"{e.msg} (column {e.colno})" if hasattr(e, "colno") else str(e)
+            raise PredictionsFileError(path, number, f"invalid JSON: {detail}") from None
         if not isinstance(record, Mapping) or "id" not in record:
-            raise ValueError(f"{path}:{number}: each line needs an \"id\"")
+            raise PredictionsFileError(path, number, "each line needs an \"id\"")
+        if not isinstance(record["id"], (str, int)) or isinstance(record["id"], bool):
+            raise PredictionsFileError(path, number, f"\"id\" must be a string or a number, not {type(record['id']).__name__}")
         if "selection" in record:
             value = record["selection"]
         elif "predicted" in record:
@@ -86,12 +145,14 @@ def load_predictions(path: Path) -> PredictionStore:
         elif "error" in record:
             value = None
         else:
-            raise ValueError(f"{path}:{number}: each line needs \"predicted\" (SQL) or \"selection\" (terms)")
+            raise PredictionsFileError(path, number, "each line needs \"predicted\" (SQL) or \"selection\" (terms)")
         file = record.get("file")
-        by_id.setdefault(str(record["id"]), []).append(
-            (str(file) if file is not None else None, Prediction(value, record.get("key"), record.get("error")))
-        )
-    return PredictionStore(path=path, by_id={k: tuple(v) for k, v in by_id.items()})
+        if file is not None and not isinstance(file, str):
+            raise PredictionsFileError(path, number, f"\"file\" must be a string, not {type(file).__name__}")
+        case_id = str(record["id"])
+        by_id.setdefault(case_id, []).append((file, Prediction(value, record.get("key"), record.get("error"))))
+        records.append(PredictionRecord(number, case_id, file))
+    return PredictionStore(path=path, by_id={k: tuple(v) for k, v in by_id.items()}, records=tuple(records))
 
 
 def prediction_key(question: str | None, schema: str | None, conversation: Any = None) -> str:

@@ -8,9 +8,12 @@ next query. Engines raise the exceptions below; callers turn them into verdicts.
 from __future__ import annotations
 
 import datetime
-import importlib
 import decimal
-from collections.abc import Sequence
+import importlib
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -68,6 +71,45 @@ class TooManyRows(EngineError):
     """The result has more rows than `Limits.max_rows`, or is larger than `Limits.max_bytes`."""
 
 
+class Watchdog:
+    """Runs `action` (cancel or kill the query) `timeout` seconds after `start()`, unless
+    `stop()` comes first; `expired()` then tells a time-limit interruption from any other."""
+
+    SLACK = 0.01  # seconds: a server-side limit set to the same timeout may answer this early
+
+    def __init__(self, timeout: float, action: Callable[[], None]) -> None:
+        self.timeout = timeout
+        self.fired = False
+        self.deadline: float | None = None
+        self._action = action
+        self._timer: threading.Timer | None = None
+
+    def start(self) -> None:
+        self.deadline = time.monotonic() + self.timeout
+        self._timer = threading.Timer(self.timeout, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        try:
+            self._action()
+        except Exception:  # noqa: BLE001 - the query may have just finished; nothing to stop
+            pass
+
+    def stop(self) -> None:
+        """Disarm; returns once a firing action (if any) has finished."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer.join()
+
+    def expired(self) -> bool:
+        """Whether the time limit has been reached (the action ran, or the deadline passed)."""
+        if self.fired:
+            return True
+        return self.deadline is not None and time.monotonic() >= self.deadline - self.SLACK
+
+
 INSTALL_HINT = "pip install 'pytest-nl2sql[all]'"
 
 
@@ -106,16 +148,36 @@ def plain_value(value: Any) -> Any:
     Decimal with an integral value becomes an int (as SQLite's NUMERIC affinity stores `3.00`)
     and any other a float; dates and times become ISO strings (SQLite stores them as text).
     """
-    if value is None or type(value) in _PLAIN_TYPES:
+    kind = type(value)
+    if value is None or kind in _PLAIN_TYPES:
         return value
+    convert = _CONVERTERS.get(kind)
+    if convert is not None:
+        return convert(value)
+    return _plain_other(value)
+
+
+def _plain_decimal(value: decimal.Decimal) -> int | float:
+    """An integral Decimal as an int, any other as a float. An integral one of more than
+    `INT_DIGITS` digits becomes a float too (as SQLite stores an integer too big for 64 bits as
+    REAL): converting it to an int costs time quadratic in its length (half a second for the
+    100,000 digits of a PostgreSQL NUMERIC), which a hostile query could repeat on every row."""
+    if value.is_finite() and value.adjusted() < INT_DIGITS and value == value.to_integral_value():
+        return int(value)
+    return float(value)
+
+
+INT_DIGITS = 4300  # Python's own default limit on int <-> str conversions (int_max_str_digits)
+
+
+def _plain_other(value: Any) -> Any:
+    """`plain_value` of a value of no exact type `_CONVERTERS` knows (subclasses, the rest)."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, (int, float, str, bytes)):
         return value
     if isinstance(value, decimal.Decimal):
-        if value.is_finite() and value == value.to_integral_value():
-            return int(value)
-        return float(value)
+        return _plain_decimal(value)
     if isinstance(value, datetime.datetime):
         return value.isoformat(sep=" ")
     if isinstance(value, (datetime.date, datetime.time)):
@@ -143,11 +205,31 @@ def _format_timedelta(delta: datetime.timedelta) -> str:
 
 def plain_row(row: Sequence[Any]) -> tuple[Any, ...]:
     """`plain_value` of each value of a row."""
-    return tuple(plain_value(value) for value in row)
+    plain = _PLAIN_TYPES
+    return tuple(
+        [value if value is None or type(value) in plain else plain_value(value) for value in row]
+    )
+
+
+_CONVERTERS: dict[type, Callable[[Any], Any]] = {
+    bool: int,
+    decimal.Decimal: _plain_decimal,
+    datetime.datetime: lambda value: value.isoformat(sep=" "),
+    datetime.date: datetime.date.isoformat,
+    datetime.time: datetime.time.isoformat,
+    datetime.timedelta: _format_timedelta,
+    bytearray: bytes,
+    memoryview: bytes,
+}
 
 
 class SizeBudget:
-    """A running, approximate byte count of a result being fetched, checked against `Limits`."""
+    """A running, approximate byte count of a result being fetched, checked against `Limits`.
+
+    Strings and bytes count their length; small numbers, floats and NULL a fixed overhead; a
+    number too big for 64 bits (a PostgreSQL NUMERIC or a MySQL DECIMAL can hold 100,000
+    digits) and any other object count their real size in memory (`sys.getsizeof`).
+    """
 
     ROW_OVERHEAD = 64
     VALUE_OVERHEAD = 16
@@ -156,6 +238,12 @@ class SizeBudget:
         self.limits = limits
         self.rows = 0
         self.bytes = 0
+        self.largest_row = 0  # bytes of the largest row counted so far
+
+    @property
+    def remaining(self) -> int:
+        """Bytes left before the size cap."""
+        return max(0, self.limits.max_bytes - self.bytes)
 
     def add(self, row: Sequence[Any]) -> None:
         """Count one fetched row; raise `TooManyRows` when a cap is passed."""
@@ -166,8 +254,16 @@ class SizeBudget:
             )
         size = self.ROW_OVERHEAD
         for value in row:
-            size += len(value) if isinstance(value, (str, bytes)) else self.VALUE_OVERHEAD
+            kind = type(value)
+            if kind is str or kind is bytes:
+                size += len(value)
+            elif value is None or kind is float or (kind is int and -_INT64 <= value < _INT64):
+                size += self.VALUE_OVERHEAD
+            else:
+                size += value_size(value)
         self.bytes += size
+        if size > self.largest_row:
+            self.largest_row = size
         if self.bytes > self.limits.max_bytes:
             raise TooManyRows(
                 f"the result is larger than {self.limits.max_bytes} bytes (the size cap)"
@@ -175,19 +271,61 @@ class SizeBudget:
             )
 
 
-FETCH_BATCH = 500  # rows per fetchmany() of the server engines
+_INT64 = 2**64  # an int within +-2**64 counts as a fixed-size number
+
+
+def value_size(value: Any) -> int:
+    """Approximate bytes of one result value, for `SizeBudget`."""
+    kind = type(value)
+    if kind is str or kind is bytes:
+        return len(value)
+    if value is None or kind is float or kind is bool:
+        return SizeBudget.VALUE_OVERHEAD
+    if kind is int:
+        if value.bit_length() <= 64:
+            return SizeBudget.VALUE_OVERHEAD
+        return sys.getsizeof(value)
+    if isinstance(value, (str, bytes, bytearray)):
+        return len(value)
+    if isinstance(value, memoryview):
+        return value.nbytes
+    return max(SizeBudget.VALUE_OVERHEAD, sys.getsizeof(value))
+
+
+FETCH_BATCH = 500  # most rows per fetchmany() of `fetch_within`
 
 
 def fetch_within(cursor: Any, limits: Limits) -> list[tuple[Any, ...]]:
-    """Every row of a DB-API cursor as plain values, in batches, stopping at the row and size caps."""
+    """Every row of a DB-API cursor as plain values, in batches, stopping at the row and size caps.
+
+    A driver holds a whole batch in memory before the first of its rows is counted, so batches
+    are sized from the rows seen so far: the first is a single row, and each next one no larger
+    than what the remaining size budget holds at the largest row size seen (and at most
+    `FETCH_BATCH`). A result of huge values is thus stopped within about one row of the cap,
+    not one batch. Engines that can stream row by row use `collect_within` instead.
+    """
     rows: list[tuple[Any, ...]] = []
     budget = SizeBudget(limits)
-    batch = max(1, min(FETCH_BATCH, limits.max_rows + 1))
+    batch = 1
     while chunk := cursor.fetchmany(batch):
         for raw in chunk:
             row = plain_row(raw)
             budget.add(row)
             rows.append(row)
+        room = budget.remaining // max(1, budget.largest_row)
+        batch = max(1, min(FETCH_BATCH, limits.max_rows + 1 - budget.rows, room))
+    return rows
+
+
+def collect_within(source: Iterable[Sequence[Any]], limits: Limits) -> list[tuple[Any, ...]]:
+    """Rows of a row-by-row stream (a driver's unbuffered cursor) as plain values, checking the
+    caps as each row arrives: the caller stops the stream when `TooManyRows` propagates."""
+    rows: list[tuple[Any, ...]] = []
+    budget = SizeBudget(limits)
+    for raw in source:
+        row = plain_row(raw)
+        budget.add(row)
+        rows.append(row)
     return rows
 
 
@@ -213,20 +351,35 @@ def check_single_select(
     *,
     denied_functions: frozenset[str] = frozenset(),
     forbid_into: bool = False,
+    forbid_executable_comments: bool = False,
 ) -> None:
     """Refuse, before it reaches a server, SQL that is not exactly one read-only query.
 
-    Server engines also run each query in a READ ONLY transaction that is rolled back; this
-    check closes what a transaction does not: a second statement after a `COMMIT`, statements
-    that commit implicitly (MySQL DDL) or act outside the database (`COPY ... TO PROGRAM`),
-    `SELECT ... INTO OUTFILE` and `@var :=` (MySQL), and functions that read files or hold
-    session locks. It reads tokens only (sqlglot's tokenizer), so no valid query is refused for
-    a parser gap; the server still parses and judges the query itself.
+    This is one layer of several, never the only one: server engines also run each query in a
+    READ ONLY transaction that is rolled back, as a role that may only read, and reset the
+    session after every query (see each engine's module), so what this check misses cannot
+    outlive the query. It closes what those layers do not: a second statement after a `COMMIT`,
+    statements that commit implicitly (MySQL DDL) or act outside the database (`COPY ... TO
+    PROGRAM`), `SELECT ... INTO OUTFILE` and `@var :=` (MySQL), and, by name, functions that read
+    files or hold session locks (also when the name is written with unicode escapes, `U&"..."`).
+
+    `forbid_executable_comments` (MySQL/MariaDB) refuses `/*! ... */` and `/*M! ... */`: the
+    server executes their text as SQL while every tokenizer reads them as comments, so nothing
+    else this check sees would describe what the server runs. The rule is structural (where the
+    server reads code), not a list of words; see `executable_comment`.
+
+    It reads tokens only (sqlglot's tokenizer), so no valid query is refused for a parser gap;
+    the server still parses and judges the query itself.
     """
     try:
         tokens = sqlglot.tokenize(sql, read=dialect)
     except sqlglot.errors.TokenError as error:
         raise QueryError(f"cannot read the query: {error}") from None
+    if forbid_executable_comments and (found := executable_comment(sql, tokens)):
+        raise QueryError(
+            f"not allowed: an executable comment {found}...*/ (MySQL runs its text as SQL;"
+            " only a read-only SELECT may run)"
+        )
     statements: list[list[Token]] = [[]]
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
@@ -242,21 +395,131 @@ def check_single_select(
     first = next((t for t in statement if t.token_type != TokenType.L_PAREN), statement[0])
     if first.token_type not in _QUERY_STARTS and first.text.upper() not in {"TABLE", "VALUES"}:
         raise QueryError(f"only a read-only SELECT may run, not {first.text.upper()}")
-    for token, following in zip(statement, statement[1:]):
-        if token.token_type == TokenType.INTO and forbid_into:
-            raise QueryError("not allowed: SELECT ... INTO (only a read-only SELECT may run)")
-        if token.token_type == TokenType.COLON_EQ and forbid_into:
-            raise QueryError(
-                "not allowed: variable assignment := (only a read-only SELECT may run)"
-            )
-        if (
-            following.token_type == TokenType.L_PAREN
-            and token.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
-            and token.text.lower() in denied_functions
-        ):
-            raise QueryError(
-                f"not allowed: function {token.text}() (only a read-only SELECT may run)"
-            )
+    if forbid_into:
+        for token in statement:
+            if token.token_type == TokenType.INTO:
+                raise QueryError("not allowed: SELECT ... INTO (only a read-only SELECT may run)")
+            if token.token_type == TokenType.COLON_EQ:
+                raise QueryError(
+                    "not allowed: variable assignment := (only a read-only SELECT may run)"
+                )
+    if denied_functions:
+        for name, written in _called_functions(statement):
+            if name.lower() in denied_functions:
+                spelled = "" if name == written else " (written in unicode escapes)"
+                raise QueryError(
+                    f"not allowed: function {name}(){spelled} (only a read-only SELECT may run)"
+                )
 
 
 _QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.WITH, TokenType.VALUES})
+
+# Tokens whose text the server reads as data (quoted), not as code: a comment marker inside
+# them is text. Looked up by name, as sqlglot versions differ in which of these they have.
+_QUOTED_TOKENS = frozenset(
+    getattr(TokenType, name)
+    for name in (
+        "STRING", "IDENTIFIER", "NATIONAL_STRING", "HEX_STRING", "BIT_STRING", "BYTE_STRING",
+        "RAW_STRING", "HEREDOC_STRING", "UNICODE_STRING",
+    )
+    if hasattr(TokenType, name)
+)  # fmt: skip
+_EXECUTABLE_MARKERS = ("/*!", "/*m!")  # compared in lower case: MySQL's, and MariaDB's /*M!
+
+
+def executable_comment(sql: str, tokens: Sequence[Token]) -> str | None:
+    """The marker of a MySQL/MariaDB executable comment (`/*!`, `/*M!`) in `sql`, or None.
+
+    Looks everywhere the server could read code: all text outside quoted tokens (string
+    literals and quoted identifiers as sqlglot delimits them). Inside a quoted token the marker
+    is data, except when the token holds a backslash: whether a backslash escapes the quote
+    depends on the server's `sql_mode` (`NO_BACKSLASH_ESCAPES`, `ANSI_QUOTES`), so the server
+    might end the literal earlier than the tokenizer did; such a token is searched too.
+    """
+    lowered = sql.lower()
+    regions: list[tuple[int, int]] = []  # [start, end) of text the server may read as code
+    position = 0
+    for token in tokens:
+        if token.token_type not in _QUOTED_TOKENS:
+            continue
+        start, end = token.start, token.end + 1
+        if not 0 <= start < end <= len(sql) or start < position or sql[end - 1] not in "'\"`$":
+            continue  # positions that do not map onto the text: keep the whole span searched
+        regions.append((position, start))
+        if "\\" in sql[start:end]:
+            regions.append((start, end))
+        position = end
+    regions.append((position, len(sql)))
+    for begin, end in regions:
+        for marker in _EXECUTABLE_MARKERS:
+            # a marker may straddle a region's edge only if it starts inside the region
+            found = lowered.find(marker, begin, min(len(sql), end + len(marker) - 1))
+            if found != -1:
+                return sql[found : found + len(marker)]
+    return None
+
+
+def _called_functions(statement: Sequence[Token]) -> Iterator[tuple[str, str]]:
+    """(name, name as written) of every `name(` call in a statement's tokens.
+
+    A PostgreSQL name in unicode escapes (`U&"pg\\005fsleep"`, optionally with `UESCAPE 'c'`)
+    is decoded, so that it cannot hide from `denied_functions`.
+    """
+    count = len(statement)
+    for index, token in enumerate(statement):
+        if token.token_type not in (TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING):
+            continue
+        name, after = token.text, index + 1
+        if index >= 2 and _is_unicode_prefix(statement[index - 2], statement[index - 1], token):
+            escape = "\\"
+            if (
+                after + 1 < count
+                and statement[after].text.upper() == "UESCAPE"
+                and statement[after + 1].token_type == TokenType.STRING
+            ):
+                escape = statement[after + 1].text
+                after += 2
+            name = _decode_unicode_escapes(name, escape)
+        elif token.token_type == TokenType.STRING:
+            continue  # a plain string literal is never a function name
+        if after < count and statement[after].token_type == TokenType.L_PAREN:
+            yield name, token.text
+
+
+def _is_unicode_prefix(u: Token, amp: Token, quoted: Token) -> bool:
+    """`U&"..."`: the three tokens written together, as PostgreSQL requires."""
+    return (
+        u.token_type == TokenType.VAR
+        and u.text.upper() == "U"
+        and amp.token_type == TokenType.AMP
+        and u.end + 1 == amp.start
+        and amp.end + 1 == quoted.start
+    )
+
+
+def _decode_unicode_escapes(text: str, escape: str) -> str:
+    """PostgreSQL's `U&` escapes: `<e><e>`, `<e>XXXX`, `<e>+XXXXXX`; anything unreadable stays."""
+    if len(escape) != 1:
+        return text
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char != escape:
+            out.append(char)
+            index += 1
+            continue
+        if text[index + 1 : index + 2] == escape:
+            out.append(escape)
+            index += 2
+            continue
+        width, skip = (6, 2) if text[index + 1 : index + 2] == "+" else (4, 1)
+        digits = text[index + skip : index + skip + width]
+        try:
+            out.append(chr(int(digits, 16)) if len(digits) == width else char)
+        except ValueError:
+            out.append(char)
+            index += 1
+            continue
+        index += skip + width if len(digits) == width else 1
+    return "".join(out)

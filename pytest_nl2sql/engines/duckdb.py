@@ -1,117 +1,90 @@
-"""DuckDB engine: a read-only connection that can reach no file but its own database.
+"""DuckDB engine: a read-only connection, in a memory-capped worker process of its own, that can
+reach no file but its own database.
+
+The connection lives in a child process (`worker.py`; `worker_child.DuckdbSession` there), one
+per engine, because DuckDB cannot be held to a memory budget from inside: it builds a whole vector
+(2048 rows) before the first row is fetched, and its `memory_limit` does not count the strings in
+it, so `SELECT repeat('x', 10000000) FROM range(300)` takes 3 GB whatever the limit. The child's
+address space is capped (`ADDRESS_SPACE_BYTES`, `RLIMIT_AS`): such a query fails there with an
+out-of-memory error, reported as `TooManyRows` naming the memory, and the child is replaced. Rows
+come back in bounded batches, counted against the row and size caps as they arrive; a single
+value longer than `Limits.max_value_bytes` is refused as SQLite refuses it. A timer in the child
+calls `interrupt()` at the deadline; a query still running `GRACE_SECONDS` later is ended by
+killing the child, so the time limit holds whatever the query does.
 
 DuckDB parses the SQL itself (`extract_statements`), so the statement check is exact: one
 statement, of type SELECT (which includes `FROM t`, `VALUES`, `DESCRIBE`, `SHOW`); the very
-statement object that was checked is the one executed. That refusal matters, because a
-read-only DuckDB connection still accepts `CREATE TEMP TABLE`, which would shadow tables for
-later queries. `enable_external_access = false` (locked, with extension autoloading off) keeps
-`read_csv('/etc/passwd')`, `COPY ... TO` and `ATTACH` from touching files. A timer thread calls
-`interrupt()` at the deadline, covering execution and fetching alike.
+statement object that was checked is the one executed. That refusal matters, because a read-only
+DuckDB connection still accepts `CREATE TEMP TABLE`, which would shadow tables for later queries.
+`READ_ONLY_CONFIG` is locked (`lock_configuration`), so no `SET` can undo it.
 """
 
 from __future__ import annotations
 
-import threading
-import time
+import importlib.util
+import weakref
 from pathlib import Path
+from typing import Any
 
-from pytest_nl2sql.engines.base import (
-    DatabaseMissing,
-    Limits,
-    QueryError,
-    QueryResult,
-    QueryTimeout,
-    columns_by_table,
-    fetch_within,
-    import_driver,
-)
-
+from pytest_nl2sql.engines.base import INSTALL_HINT, DatabaseMissing, Limits, QueryResult, columns_by_table
+from pytest_nl2sql.engines.worker import Worker
 
 READ_ONLY_CONFIG = {
     "memory_limit": "1GB",  # a hostile sort or join fails with an out-of-memory error instead
     "max_temp_directory_size": "0GB",  # no spilling to disk either
-    "enable_external_access": False,
+    "threads": 2,  # DuckDB's buffers grow with its threads: a fixed number keeps within the cap
+    "enable_external_access": False,  # no read_csv('/etc/passwd'), COPY ... TO, ATTACH
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
-    "lock_configuration": True,
+    "lock_configuration": True,  # no SET can change any of the above
 }
+
+# Address space of each DuckDB worker: DuckDB reserves ~0.7 GB on connecting, and its
+# memory_limit (1 GB) does not count everything; past this, allocations fail in the child.
+ADDRESS_SPACE_BYTES = 2 * 1024**3
 
 
 class DuckdbEngine:
-    """One read-only DuckDB connection to a database file."""
+    """One read-only DuckDB database, its connection held in a worker process of its own."""
 
     dialect = "duckdb"
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._duckdb = duckdb = import_driver("duckdb", "DuckDB databases need the duckdb package")
+        if importlib.util.find_spec("duckdb") is None:  # the parent never imports duckdb itself
+            raise DatabaseMissing(f"DuckDB databases need the duckdb package: {INSTALL_HINT}")
         if not path.is_file():
             raise DatabaseMissing(f"database file not found: {path}")
+        self._worker = worker = Worker("duckdb", ADDRESS_SPACE_BYTES, retry_memory_in_fresh=True)
+        self._finalizer = weakref.finalize(self, worker.shutdown)
         try:
-            self._conn = duckdb.connect(
-                str(path), read_only=True, config=dict(READ_ONLY_CONFIG)
-            )
-        except duckdb.Error as error:
-            raise DatabaseMissing(f"cannot open DuckDB database {path}: {error}") from None
+            self._handle = worker.add("duckdb", (str(path), dict(READ_ONLY_CONFIG)))
+        except BaseException:
+            self._finalizer()
+            raise
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
-        duckdb = self._duckdb
-        conn = self._conn
-        try:
-            statements = conn.extract_statements(sql)
-        except duckdb.Error as error:
-            raise QueryError(_message(error)) from None
-        if not statements:
-            raise QueryError("the query contains no SQL statement")
-        if len(statements) > 1:
-            raise QueryError("only one SQL statement may run per query; found more than one")
-        (statement,) = statements
-        if statement.type != duckdb.StatementType.SELECT:
-            kind = statement.type.name
-            raise QueryError(f"only a read-only SELECT may run, not {kind}")
-        deadline = time.monotonic() + limits.timeout
-        timer = threading.Timer(limits.timeout, conn.interrupt)
-        timer.daemon = True
-        timer.start()
-        try:
-            cursor = conn.execute(statement)
-            columns = tuple(d[0] for d in cursor.description or ())
-            rows = fetch_within(cursor, limits)
-        except (duckdb.InterruptException, RuntimeError) as error:
-            if time.monotonic() >= deadline:
-                raise QueryTimeout(
-                    f"the query ran longer than {limits.timeout:g} s and was stopped"
-                ) from None
-            raise QueryError(_message(error)) from None
-        except duckdb.Error as error:
-            raise QueryError(_message(error)) from None
-        finally:
-            timer.cancel()
-            timer.join()
-        return QueryResult(columns, rows)
+        return self._worker.query(self._handle, sql, limits)
 
-    def _tables(self) -> list[tuple[str, str]]:
-        return self._conn.execute(
-            "SELECT table_name, sql FROM duckdb_tables() WHERE NOT internal"
-            " AND schema_name = current_schema() ORDER BY table_oid"
-        ).fetchall()
+    def _read(self, sql: str) -> list[tuple[Any, ...]]:
+        return self._worker.read(self._handle, sql)
 
     def schema_ddl(self) -> str:
-        return "\n\n".join(sql.strip() for _, sql in self._tables())
+        rows = self._read(
+            "SELECT table_name, sql FROM duckdb_tables() WHERE NOT internal"
+            " AND schema_name = current_schema() ORDER BY table_oid"
+        )
+        return "\n\n".join(sql.strip() for _, sql in rows)
 
     def schema_columns(self) -> dict[str, list[str]]:
-        rows = self._conn.execute(
+        rows = self._read(
             "SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal"
             " AND schema_name = current_schema() ORDER BY table_oid, column_index"
-        ).fetchall()
+        )
         return columns_by_table(rows)
 
     def close(self) -> None:
-        self._conn.close()
+        self._finalizer()
 
     def __repr__(self) -> str:
         return f"DuckdbEngine({str(self.path)!r})"
-
-
-def _message(error: Exception) -> str:
-    return str(error).strip()

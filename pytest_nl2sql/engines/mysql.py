@@ -1,47 +1,70 @@
-"""MySQL / MariaDB engine (PyMySQL): every query in a READ ONLY transaction that is rolled back.
+"""MySQL / MariaDB engine (PyMySQL): untrusted SQL contained by what the session is, not by words.
 
-MySQL commits implicitly before DDL, even inside a READ ONLY transaction, and `SET`,
-`SELECT ... INTO OUTFILE` and `@var := ...` act outside any transaction, so the token check of
-`check_single_select` matters more here than anywhere: exactly one statement, starting like a
-query, with no INTO, no `:=` and no file or lock functions. Multi-statement packets are off
-(PyMySQL's default), so the server itself refuses a second statement too.
+Containment, layer by layer; none of the first three relies on recognising words in the SQL:
 
-The time limit is the server's own (`max_statement_time` on MariaDB, `max_execution_time` on
-MySQL) plus a client timer that sends `KILL QUERY` from a second connection at the deadline.
-Rows stream through an unbuffered cursor; a result abandoned half-way (row cap) is stopped with
-`KILL QUERY` and drained, and a connection left in an unknown state is replaced on next use.
+1. A fresh session for every query. After each query the engine sends `COM_RESET_CONNECTION`
+   (one round trip, about 30 microseconds on loopback): the server rolls back, releases
+   `GET_LOCK` locks and table locks, drops temporary tables and prepared statements, clears
+   user variables and resets every session variable to its global value (`sql_select_limit`,
+   `sql_mode`...). Whatever a query did to its session, however it was spelled, the next case
+   never sees it. Where the reset is not available (MySQL before 5.7.3, MariaDB before
+   10.2.4) or fails, the connection is closed and the next query opens a new one.
+2. A READ ONLY transaction (`START TRANSACTION READ ONLY`), the server's own time limit
+   (`max_statement_time` on MariaDB, `max_execution_time` on MySQL) and a client watchdog that
+   sends `KILL QUERY` from a second connection at the deadline.
+3. Rows stream through an unbuffered cursor (`SSCursor`) and are counted against `Limits`
+   (rows and bytes) one at a time; a result over a cap is stopped with `KILL QUERY` and the
+   rest drained, so memory stays within about one row of the cap. One value is at most the
+   server's `max_allowed_packet`.
+4. `check_single_select` with the structural rules MySQL needs: exactly one statement (and
+   PyMySQL never enables multi-statement packets), starting like a query, no `INTO`, no `:=`,
+   and no executable comment (`/*! ... */`, `/*M! ... */`) anywhere the server reads code: the
+   server runs their text as SQL while a tokenizer sees a comment, so no check of the tokens
+   could describe what would run. A deny list of file and lock functions is kept as defence
+   in depth only.
 
-Connect with a user that may only read: a user with the FILE privilege can read server files.
+What a session reset cannot undo needs privilege, so the deployment must be least privilege:
+connect as a user with `SELECT` on the benchmark database only — no `FILE` (`LOAD_FILE`,
+`INTO OUTFILE`), no `PROCESS`/`SUPER`/`CONNECTION ADMIN` (killing other users' sessions), no
+`INSERT`/`UPDATE` (MariaDB sequences advance outside transactions) and no `EXECUTE` on stored
+functions with side effects. MySQL lets a user kill its own sessions, but only with the `KILL`
+statement, which never passes the checks above. A connection killed or dropped under a query
+raises `ConnectionLost` (the pipeline retries), as does a `KILL QUERY` that did not come from
+this engine's time limit; the engine reopens the connection on the next query.
 """
 
 from __future__ import annotations
 
-import threading
-import time
+import re
 from typing import Any
 
 from pytest_nl2sql.engines.base import (
+    ConnectionLost,
     DatabaseMissing,
     EngineError,
     Limits,
     QueryError,
     QueryResult,
     QueryTimeout,
+    Watchdog,
     check_single_select,
+    collect_within,
     columns_by_table,
     ddl_from_columns,
-    fetch_within,
     import_driver,
     plain_row,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
 
 CONNECT_TIMEOUT = 10  # seconds
+COM_RESET_CONNECTION = 0x1F  # the protocol command (PyMySQL names the code COM_END)
 
-# Server error codes meaning "the statement was interrupted" (KILL QUERY, or the time limit).
-_INTERRUPTED = {1317, 1969, 3024}
-# Client error codes meaning "no server there".
-_UNREACHABLE = {2003, 2005, 2006, 2013}
+# Server error codes meaning "the statement was interrupted": KILL QUERY, or MySQL's limit.
+_INTERRUPTED = {1317, 3024}
+_STATEMENT_TIME = 1969  # MariaDB: max_statement_time exceeded
+# Error codes meaning "the connection is gone": client-side lost/gone away, and the server's
+# own "connection was killed" / "shutdown in progress" / "disconnected for inactivity".
+_CONNECTION_GONE = {2006, 2013, 2055, 1927, 1053, 4031}
 
 DENIED_FUNCTIONS = frozenset(
     {"load_file", "get_lock", "release_lock", "release_all_locks", "sys_exec", "sys_eval"}
@@ -49,7 +72,7 @@ DENIED_FUNCTIONS = frozenset(
 
 
 class MysqlEngine:
-    """One MySQL/MariaDB connection, opened on first use and reopened when dropped."""
+    """One MySQL/MariaDB connection, opened at once and reopened when dropped."""
 
     dialect = "mysql"
 
@@ -59,7 +82,15 @@ class MysqlEngine:
         self._pymysql = import_driver("pymysql", "MySQL/MariaDB databases need the PyMySQL driver")
         self._conn: Any = None
         self._mariadb = False
+        self._opened = False  # once open, failing to reopen is a lost server, not a bad case
+        self._can_reset = True  # COM_RESET_CONNECTION works on this server
+        charset = dict(spec.server.options).get("charset", "utf8mb4")
+        if not re.fullmatch(r"[A-Za-z0-9_]+", charset):
+            raise DatabaseMissing(f"not a MySQL character set name: {charset!r}")
+        self._charset = charset
         self._connection()  # fail now (DatabaseMissing) rather than on every case
+
+    # -- connection ---------------------------------------------------------------------------
 
     def _connect(self) -> Any:
         server = self.spec.server
@@ -73,95 +104,164 @@ class MysqlEngine:
                 password=server.password or "",
                 database=server.database,
                 unix_socket=options.get("unix_socket"),
-                charset=options.get("charset", "utf8mb4"),
+                charset=self._charset,
                 autocommit=True,
                 connect_timeout=CONNECT_TIMEOUT,
             )
         except self._pymysql.Error as error:
+            if self._opened:
+                raise ConnectionLost(
+                    f"lost MySQL at {self.spec.describe()} and cannot reconnect: {error}"
+                ) from None
             raise DatabaseMissing(
                 f"cannot connect to MySQL at {self.spec.describe()}: {error}"
             ) from None
 
     def _connection(self) -> Any:
         if self._conn is None or not self._conn.open:
+            self._drop_connection()
             self._conn = self._connect()
+            self._opened = True
             self._mariadb = "mariadb" in self._conn.get_server_info().lower()
         return self._conn
 
     def _drop_connection(self) -> None:
-        if self._conn is not None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
             try:
-                self._conn.close()
+                conn.close()
             except Exception:  # noqa: BLE001 - already broken
                 pass
-            self._conn = None
+
+    def _gone(self, error: Any, conn: Any) -> bool:
+        code = error.args[0] if error.args else None
+        return (
+            code in _CONNECTION_GONE
+            or isinstance(error, self._pymysql.InterfaceError)
+            or not conn.open
+        )
+
+    def _reset(self) -> None:
+        """Reset the session to a new connection's state (see the module docstring)."""
+        conn = self._conn
+        if conn is None or not conn.open:
+            return
+        if not self._can_reset:
+            self._drop_connection()
+            return
+        try:
+            conn._execute_command(COM_RESET_CONNECTION, b"")
+            conn._read_ok_packet()
+        except self._pymysql.MySQLError as error:
+            if conn.open and not self._gone(error, conn):
+                self._can_reset = False  # the server refused the command: reopen instead
+            self._drop_connection()
+        except Exception:  # noqa: BLE001 - unknown state: never reuse it
+            self._drop_connection()
+
+    # -- queries ------------------------------------------------------------------------------
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
         check_single_select(
-            sql, self.dialect, denied_functions=DENIED_FUNCTIONS, forbid_into=True
+            sql,
+            self.dialect,
+            denied_functions=DENIED_FUNCTIONS,
+            forbid_into=True,
+            forbid_executable_comments=True,
         )
         pymysql = self._pymysql
-        conn = self._connection()
-        deadline = time.monotonic() + limits.timeout
-        kill = self._killer(conn.thread_id())
-        timer = threading.Timer(limits.timeout, kill)
-        timer.daemon = True
-        cursor = None
+        conn = self._begin(limits)
+        watchdog = Watchdog(limits.timeout, self._killer(conn.thread_id()))
+        cursor = conn.cursor(pymysql.cursors.SSCursor)
+        streaming = False  # a result is open on the connection and not read to its end
         try:
-            with conn.cursor() as setup:
-                if self._mariadb:
-                    setup.execute("SET SESSION max_statement_time = %s", (limits.timeout,))
-                else:
-                    setup.execute(
-                        "SET SESSION max_execution_time = %s", (int(limits.timeout * 1000),)
-                    )
-                setup.execute("START TRANSACTION READ ONLY")
-            timer.start()
-            unbuffered = conn.cursor(pymysql.cursors.SSCursor)
-            unbuffered.execute(sql)
-            cursor = unbuffered  # from here on, rows are streaming in
+            watchdog.start()
+            cursor.execute(sql)
+            streaming = True
             columns = tuple(d[0] for d in cursor.description or ())
-            rows = fetch_within(cursor, limits)
-            cursor.close()
-            cursor = None
-        except EngineError:
-            raise
+            rows = collect_within(iter(cursor.fetchone, None), limits)
+            streaming = False
         except pymysql.Error as error:
-            code = error.args[0] if error.args else None
-            if code in _INTERRUPTED or time.monotonic() >= deadline:
-                raise QueryTimeout(
-                    f"the query ran longer than {limits.timeout:g} s and was stopped"
-                ) from None
-            if code in _UNREACHABLE:
-                raise DatabaseMissing(f"lost the MySQL server at {self.spec.describe()}: {error}") from None
-            message = error.args[1] if len(error.args) > 1 else str(error)
-            raise QueryError(str(message)) from None
+            streaming = False  # an error packet ends the result
+            raise self._failure(error, conn, watchdog, limits) from None
         finally:
-            timer.cancel()
-            timer.join()
-            self._finish(cursor, kill)
+            watchdog.stop()
+            self._end(cursor, streaming, watchdog)
         return QueryResult(columns, rows)
 
-    def _finish(self, cursor: Any, kill: Any) -> None:
-        """Leave the connection idle: stop and drain a result left half-read, roll back."""
+    def _begin(self, limits: Limits) -> Any:
+        """A connection inside a fresh READ ONLY transaction under the query's time limit.
+
+        A connection that died while idle is reopened once here, quietly: the query has not
+        been sent yet. Session variables are set again on every query, as the reset after the
+        previous one put them back to their global values.
+        """
         pymysql = self._pymysql
-        try:
-            if cursor is not None:  # stopped mid-result (row cap, error): stop the server first
-                kill()
-                try:
-                    cursor.close()  # reads what is left of the (now interrupted) result
-                except pymysql.Error:
-                    pass
-            if self._conn is not None:
-                self._conn.rollback()
-        except Exception:  # noqa: BLE001 - a connection in an unknown state is not reused
+        if self._mariadb:
+            limit = f"SESSION max_statement_time = {limits.timeout:.6f}"
+        else:
+            limit = f"SESSION max_execution_time = {max(1, int(limits.timeout * 1000))}"
+        setup = f"SET NAMES {self._charset}, SESSION autocommit = 1, {limit}"
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                with conn.cursor() as cursor:
+                    cursor.execute(setup)
+                    cursor.execute("START TRANSACTION READ ONLY")
+                return conn
+            except pymysql.Error as error:
+                if not self._gone(error, conn):
+                    self._reset()
+                    raise QueryError(_message(error)) from None
+                self._drop_connection()
+                if attempt == 2:
+                    raise ConnectionLost(
+                        f"lost the connection to MySQL at {self.spec.describe()}:"
+                        f" {_message(error)}"
+                    ) from None
+        raise AssertionError("unreachable")
+
+    def _end(self, cursor: Any, streaming: bool, watchdog: Watchdog) -> None:
+        """Stop and drain a result left half-read (a cap), then reset the session."""
+        if self._conn is None or not self._conn.open:
             self._drop_connection()
+            return
+        if streaming:
+            if not watchdog.fired:
+                self._killer(self._conn.thread_id())()  # stop the server producing rows
+            try:
+                cursor.close()  # reads what is left of the (now interrupted) result
+            except Exception:  # noqa: BLE001 - the interruption's error, or a broken link
+                pass
+        self._reset()
+
+    def _failure(self, error: Any, conn: Any, watchdog: Watchdog, limits: Limits) -> EngineError:
+        """The engine error for a driver error raised by the query."""
+        code = error.args[0] if error.args else None
+        if self._gone(error, conn):
+            self._drop_connection()
+            return ConnectionLost(
+                f"lost the connection to MySQL at {self.spec.describe()} during the query:"
+                f" {_message(error)}"
+            )
+        timeout = QueryTimeout(f"the query ran longer than {limits.timeout:g} s and was stopped")
+        if code == _STATEMENT_TIME:
+            return timeout
+        if code in _INTERRUPTED:
+            if watchdog.expired():
+                return timeout
+            return ConnectionLost(
+                f"the query was interrupted from outside (not by its time limit): {_message(error)}"
+            )
+        if isinstance(error, self._pymysql.OperationalError) and watchdog.expired():
+            return timeout
+        return QueryError(_message(error))
 
     def _killer(self, thread_id: int) -> Any:
         def run() -> None:
             try:
                 killer = self._connect()
-            except DatabaseMissing:
+            except EngineError:
                 return
             try:
                 with killer.cursor() as cursor:
@@ -173,6 +273,8 @@ class MysqlEngine:
 
         return run
 
+    # -- schema -------------------------------------------------------------------------------
+
     def schema_columns(self) -> dict[str, list[str]]:
         return columns_by_table(self._schema_rows())
 
@@ -180,19 +282,39 @@ class MysqlEngine:
         return ddl_from_columns(self._schema_rows(), _quote)
 
     def _schema_rows(self) -> list[tuple[str, str, str]]:
-        conn = self._connection()
-        with conn.cursor() as cursor:
-            cursor.execute(
-                "SELECT table_name, column_name, column_type FROM information_schema.columns"
-                " WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position"
-            )
-            return [tuple(plain_row(row)) for row in cursor.fetchall()]  # type: ignore[misc]
+        query = (
+            "SELECT table_name, column_name, column_type FROM information_schema.columns"
+            " WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position"
+        )
+        pymysql = self._pymysql
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                with conn.cursor() as cursor:
+                    cursor.execute(query)
+                    rows = cursor.fetchall()
+                return [tuple(plain_row(row)) for row in rows]  # type: ignore[misc]
+            except pymysql.Error as error:
+                if not self._gone(error, conn):
+                    raise QueryError(_message(error)) from None
+                self._drop_connection()
+                if attempt == 2:
+                    raise ConnectionLost(
+                        f"lost the connection to MySQL at {self.spec.describe()}:"
+                        f" {_message(error)}"
+                    ) from None
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         self._drop_connection()
 
     def __repr__(self) -> str:
         return f"MysqlEngine({self.spec.describe()!r})"
+
+
+def _message(error: Any) -> str:
+    args = getattr(error, "args", ())
+    return str(args[1]) if len(args) > 1 else str(error)
 
 
 def _quote(name: str) -> str:

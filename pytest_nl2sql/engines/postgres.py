@@ -1,40 +1,67 @@
-"""PostgreSQL engine (psycopg 3): every query in a READ ONLY transaction that is rolled back.
+"""PostgreSQL engine (psycopg 3): untrusted SQL contained by what the session is, not by words.
 
-Defences: the token check of `check_single_select` (one statement, starting like a query, no
-file-reading or session-lock functions); `BEGIN READ ONLY`; the query runs as a server-side
-cursor (`DECLARE ... CURSOR FOR`), which PostgreSQL accepts only for SELECT/VALUES, and rows
-come in batches, so a huge result never sits in client memory; `SET LOCAL statement_timeout`
-on the server plus a client timer that cancels the query at the deadline (a FETCH is a
-statement of its own, so the server limit alone would restart for every batch); and a rollback
-after every query, which also undoes any `set_config` the query made.
+Containment, layer by layer; none of the first three relies on recognising words in the SQL:
 
-Connect with a role that may only read (`GRANT SELECT`): a superuser can reach the file system
-through functions this engine cannot list exhaustively (`COPY` is refused; `pg_read_file` and
-friends are refused by name).
+1. A fresh session for every query. After each query the engine rolls back and runs `DISCARD
+   ALL` outside any transaction: it releases session advisory locks (which survive a rollback),
+   resets every setting to its value at connection time (`set_config(..., false)` and `SET`
+   made by a query are undone anyway by the rollback), deallocates prepared statements, closes
+   cursors, drops temporary tables, stops listening and resets the role. Nothing a query does
+   to its session reaches the next case, whatever function or spelling it used.
+2. A READ ONLY transaction with limits set LOCAL to it: `statement_timeout` and `lock_timeout`
+   (the case's time limit), `idle_in_transaction_session_timeout` (an orphaned transaction is
+   ended by the server); plus a client watchdog that cancels the query at the deadline.
+3. Only a query can run: the SQL becomes a server-side cursor (`DECLARE ... CURSOR FOR`, sent
+   alone with the extended protocol), which PostgreSQL accepts only for SELECT/VALUES/TABLE and
+   refuses with data-modifying CTEs. Rows come through `FETCH` in libpq's single-row mode, one
+   row in client memory at a time, counted against `Limits` (rows and bytes) as each arrives:
+   a result over a cap is stopped (cancelled, its rest discarded) within one row of the cap.
+   One row is the unit: a single value can be as large as PostgreSQL allows (1 GB).
+4. The token check of `check_single_select` (one statement, starting like a query, and a deny
+   list of file, signal and lock functions, names in `U&"..."` escapes decoded): defence in
+   depth only, since SQL can always name a function in ways no list foresees (`query_to_xml`
+   runs SQL held in a string).
+
+What a session reset cannot undo needs privilege, so the deployment must be least privilege:
+connect as a role that may only read (`CONNECT`, `USAGE` on the schemas, `SELECT` on the
+tables), is not a superuser and is not a member of `pg_read_server_files`,
+`pg_write_server_files`, `pg_execute_server_program` or `pg_signal_backend`. Log in as that
+role itself: a privileged login demoted with `SET ROLE` (or `options=-crole=...`) is promoted
+back by any query that calls `set_config('role', 'none', false)`. Also run, in the
+benchmark database, `REVOKE EXECUTE ON FUNCTION pg_catalog.pg_terminate_backend(integer,
+bigint), pg_catalog.pg_cancel_backend(integer) FROM PUBLIC` (before PostgreSQL 14:
+`pg_terminate_backend(integer)`): PostgreSQL lets any role signal
+its own sessions, so with `-n 2` (two workers, one role) a prediction could otherwise end the
+other worker's connection. Such a dropped connection is not charged to the model either: it
+raises `ConnectionLost` (the pipeline retries), and so does a cancel that did not come from
+this engine's time limit. The engine reopens a broken connection on the next query.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import threading
-import time
 from typing import Any
 
 from pytest_nl2sql.engines.base import (
+    ConnectionLost,
     DatabaseMissing,
+    EngineError,
     Limits,
     QueryError,
     QueryResult,
     QueryTimeout,
+    Watchdog,
     check_single_select,
+    collect_within,
     columns_by_table,
     ddl_from_columns,
-    fetch_within,
     import_driver,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
 
 CONNECT_TIMEOUT = 10  # seconds
+IDLE_IN_TRANSACTION_MIN_MS = 60_000  # the server ends a transaction its client abandoned
 
 DENIED_FUNCTIONS = frozenset(
     {
@@ -43,14 +70,17 @@ DENIED_FUNCTIONS = frozenset(
         "lo_from_bytea", "lo_create", "lo_unlink", "pg_terminate_backend", "pg_cancel_backend",
         "pg_reload_conf", "pg_rotate_logfile", "pg_promote", "pg_advisory_lock",
         "pg_advisory_lock_shared", "pg_try_advisory_lock", "pg_try_advisory_lock_shared",
-        "pg_advisory_unlock_all", "dblink", "dblink_exec", "dblink_connect", "pg_file_write",
-        "pg_logical_emit_message", "pg_switch_wal", "pg_create_restore_point",
+        "pg_advisory_xact_lock", "pg_advisory_xact_lock_shared", "pg_try_advisory_xact_lock",
+        "pg_try_advisory_xact_lock_shared", "pg_advisory_unlock_all", "dblink", "dblink_exec",
+        "dblink_connect", "pg_file_write", "pg_logical_emit_message", "pg_switch_wal",
+        "pg_create_restore_point", "query_to_xml", "query_to_xmlschema",
+        "query_to_xml_and_xmlschema", "cursor_to_xml", "cursor_to_xmlschema",
     }
 )  # fmt: skip
 
 
 class PostgresEngine:
-    """One PostgreSQL connection, opened on first use and reopened if it breaks."""
+    """One PostgreSQL connection, opened at once and reopened when it breaks."""
 
     dialect = "postgres"
 
@@ -59,57 +89,138 @@ class PostgresEngine:
         self.spec = spec
         self._psycopg = import_driver("psycopg", "PostgreSQL databases need the psycopg driver")
         self._conn: Any = None
+        self._opened = False  # once open, failing to reopen is a lost server, not a bad case
         self._cursor_names = itertools.count()
         self._connection()  # fail now (DatabaseMissing) rather than on every case
 
+    # -- connection ---------------------------------------------------------------------------
+
     def _connection(self) -> Any:
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            try:
-                conn = self._psycopg.connect(
-                    self.spec.url, connect_timeout=CONNECT_TIMEOUT, autocommit=False
-                )
-            except self._psycopg.Error as error:
-                raise DatabaseMissing(
-                    f"cannot connect to PostgreSQL at {self.spec.describe()}: {error}"
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        self._drop()
+        psycopg = self._psycopg
+        try:
+            # autocommit: the engine writes its own BEGIN READ ONLY, and DISCARD ALL must run
+            # outside a transaction. No automatic prepared statements: DISCARD ALL drops them.
+            conn = psycopg.connect(
+                self.spec.url,
+                connect_timeout=CONNECT_TIMEOUT,
+                autocommit=True,
+                prepare_threshold=None,
+            )
+        except psycopg.Error as error:
+            if self._opened:
+                raise ConnectionLost(
+                    f"lost PostgreSQL at {self.spec.describe()} and cannot reconnect: {error}"
                 ) from None
-            conn.read_only = True  # psycopg opens each transaction with BEGIN READ ONLY
-            self._conn = conn
-        return self._conn
+            raise DatabaseMissing(
+                f"cannot connect to PostgreSQL at {self.spec.describe()}: {error}"
+            ) from None
+        self._conn = conn
+        self._opened = True
+        return conn
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - already broken
+                pass
+
+    def _lost(self, conn: Any) -> bool:
+        return conn.closed or conn.broken
+
+    # -- queries ------------------------------------------------------------------------------
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
         check_single_select(sql, self.dialect, denied_functions=DENIED_FUNCTIONS)
         psycopg = self._psycopg
-        conn = self._connection()
-        deadline = time.monotonic() + limits.timeout
-        timer = threading.Timer(limits.timeout, _canceller(conn))
-        timer.daemon = True
+        conn = self._begin(limits)
+        watchdog = Watchdog(limits.timeout, _canceller(conn))
+        cursor = conn.cursor(name=f"nl2sql_{next(self._cursor_names)}", scrollable=False)
         try:
-            conn.execute(
-                "SELECT set_config('statement_timeout', %s, true)",
-                (f"{max(1, int(limits.timeout * 1000))}ms",),
-            )
-            timer.start()
-            with conn.cursor(name=f"nl2sql_{next(self._cursor_names)}") as cursor:
-                cursor.execute(sql)
-                columns = tuple(d.name for d in cursor.description or ())
-                rows = fetch_within(cursor, limits)
-        except psycopg.errors.QueryCanceled:
-            raise QueryTimeout(
-                f"the query ran longer than {limits.timeout:g} s and was stopped"
-            ) from None
-        except psycopg.OperationalError as error:
-            if time.monotonic() >= deadline:
-                raise QueryTimeout(
-                    f"the query ran longer than {limits.timeout:g} s and was stopped"
-                ) from None
-            raise QueryError(_message(error)) from None
+            watchdog.start()
+            cursor.execute(sql)  # DECLARE ... CURSOR FOR <sql>: PostgreSQL takes only a query
+            columns = tuple(d.name for d in cursor.description or ())
+            rows = _stream_rows(conn, cursor.name, limits)
         except psycopg.Error as error:
-            raise QueryError(_message(error)) from None
+            raise self._failure(error, conn, watchdog, limits) from None
         finally:
-            timer.cancel()
-            timer.join()
-            _rollback(conn)
+            watchdog.stop()
+            self._end(conn)
+            with contextlib.suppress(Exception):
+                cursor.close()  # gone with the transaction: no round trip
         return QueryResult(columns, rows)
+
+    def _begin(self, limits: Limits) -> Any:
+        """A connection inside a fresh READ ONLY transaction with the query's limits.
+
+        A connection that died while idle (a server restart, a backend killed between cases)
+        is reopened once here, quietly: the query has not been sent yet.
+        """
+        psycopg = self._psycopg
+        timeout_ms = max(1, int(limits.timeout * 1000))
+        idle_ms = max(IDLE_IN_TRANSACTION_MIN_MS, 2 * timeout_ms)
+        setup = (
+            f"BEGIN READ ONLY; SET LOCAL statement_timeout = {timeout_ms};"
+            f" SET LOCAL lock_timeout = {timeout_ms};"
+            f" SET LOCAL idle_in_transaction_session_timeout = {idle_ms}"
+        )
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                conn.execute(setup)  # one round trip (simple protocol: our own text only)
+                return conn
+            except psycopg.Error as error:
+                if not self._lost(conn):
+                    self._end(conn)
+                    raise QueryError(_message(error)) from None
+                self._drop()
+                if attempt == 2:
+                    raise ConnectionLost(
+                        f"lost the connection to PostgreSQL at {self.spec.describe()}:"
+                        f" {_message(error)}"
+                    ) from None
+        raise AssertionError("unreachable")
+
+    def _end(self, conn: Any) -> None:
+        """Roll back and reset the session (`DISCARD ALL`); a connection that cannot be reset
+        is dropped, and the next query opens a new one."""
+        if self._lost(conn):
+            self._drop()
+            return
+        try:
+            if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("ROLLBACK")
+            conn.execute("DISCARD ALL")
+        except Exception:  # noqa: BLE001 - unknown state: never reuse it
+            self._drop()
+
+    def _failure(self, error: Any, conn: Any, watchdog: Watchdog, limits: Limits) -> EngineError:
+        """The engine error for a driver error raised by the query."""
+        errors = self._psycopg.errors
+        if self._lost(conn):
+            return ConnectionLost(
+                f"lost the connection to PostgreSQL at {self.spec.describe()} during the"
+                f" query: {_message(error)}"
+            )
+        timeout = QueryTimeout(f"the query ran longer than {limits.timeout:g} s and was stopped")
+        if isinstance(error, (errors.QueryCanceled, errors.LockNotAvailable)):
+            if watchdog.expired():
+                return timeout
+            if isinstance(error, errors.QueryCanceled):
+                return ConnectionLost(
+                    "the query was cancelled from outside (not by its time limit):"
+                    f" {_message(error)}"
+                )
+        if isinstance(error, self._psycopg.OperationalError) and watchdog.expired():
+            return timeout
+        return QueryError(_message(error))
+
+    # -- schema -------------------------------------------------------------------------------
 
     def schema_columns(self) -> dict[str, list[str]]:
         return columns_by_table(self._schema_rows())
@@ -118,45 +229,49 @@ class PostgresEngine:
         return ddl_from_columns(self._schema_rows(), _quote)
 
     def _schema_rows(self) -> list[tuple[str, str, str]]:
-        conn = self._connection()
-        try:
-            return conn.execute(
-                "SELECT c.table_name, c.column_name, c.data_type"
-                " FROM information_schema.columns c JOIN information_schema.tables t"
-                " ON t.table_schema = c.table_schema AND t.table_name = c.table_name"
-                " WHERE c.table_schema = ANY (current_schemas(false))"
-                " ORDER BY t.table_name, c.ordinal_position"
-            ).fetchall()
-        finally:
-            _rollback(conn)
+        query = (
+            "SELECT c.table_name, c.column_name, c.data_type"
+            " FROM information_schema.columns c JOIN information_schema.tables t"
+            " ON t.table_schema = c.table_schema AND t.table_name = c.table_name"
+            " WHERE c.table_schema = ANY (current_schemas(false))"
+            " ORDER BY t.table_name, c.ordinal_position"
+        )
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                return conn.execute(query).fetchall()  # autocommit: a statement of its own
+            except self._psycopg.Error as error:
+                if not self._lost(conn):
+                    raise QueryError(_message(error)) from None
+                self._drop()
+                if attempt == 2:
+                    raise ConnectionLost(
+                        f"lost the connection to PostgreSQL at {self.spec.describe()}:"
+                        f" {_message(error)}"
+                    ) from None
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._drop()
 
     def __repr__(self) -> str:
         return f"PostgresEngine({self.spec.describe()!r})"
 
 
+def _stream_rows(conn: Any, cursor_name: str, limits: Limits) -> list[tuple[Any, ...]]:
+    """The declared cursor's rows, one FETCH read in single-row mode and counted row by row.
+
+    On a cap (`TooManyRows`) closing the stream cancels the FETCH and discards what is in flight.
+    """
+    fetch = f'FETCH FORWARD {limits.max_rows + 1} FROM "{cursor_name}"'
+    rows = conn.cursor().stream(fetch)
+    with contextlib.closing(rows):
+        return collect_within(rows, limits)
+
+
 def _canceller(conn: Any) -> Any:
     cancel = getattr(conn, "cancel_safe", None) or conn.cancel
-
-    def run() -> None:
-        try:
-            cancel()
-        except Exception:  # noqa: BLE001 - the query may have just finished; nothing to cancel
-            pass
-
-    return run
-
-
-def _rollback(conn: Any) -> None:
-    """End the transaction, whatever state it is in; a broken connection is replaced later."""
-    try:
-        conn.rollback()
-    except Exception:  # noqa: BLE001 - the connection is broken: `_connection` reopens it
-        conn.close()
+    return cancel
 
 
 def _message(error: Any) -> str:

@@ -23,12 +23,12 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.files import FileWriteError, atomic_write_text
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, is_significant, mcnemar_exact
 from pytest_nl2sql.vocab import BaselineStatus, Verdict
 
@@ -42,6 +42,11 @@ Key = tuple[str, str]  # (file relative to rootdir, case id)
 
 class BaselineError(ValueError):
     """A baseline that cannot be used: missing or malformed. The message names the path."""
+
+
+class BaselineWriteError(FileWriteError, BaselineError):
+    """A baseline that cannot be written (a directory, a read-only file, a full disk): both a
+    `BaselineError` and an `OSError`; the message names the path. The old file is left intact."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,9 @@ def classify(entry: BaselineEntry | None, passed_now: bool) -> BaselineStatus | 
 def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     """Read a baseline file; a missing or malformed file is a `BaselineError` naming the path."""
     where = os.fspath(path)
+    if Path(where).is_dir():
+        example = Path(where) / "baseline.json"
+        raise BaselineError(f"baseline path {where} is a directory; name a file, such as {example}")
     try:
         text = Path(where).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -100,8 +108,10 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
             f"baseline file {where} does not exist; write it first with "
             f"--nl2sql-update-baseline --nl2sql-baseline={where}"
         ) from None
+    except UnicodeDecodeError as error:
+        raise BaselineError(f"baseline file {where} is not UTF-8 text ({error.reason} at byte {error.start})") from None
     except OSError as error:
-        raise BaselineError(f"cannot read baseline file {where}: {error}") from None
+        raise BaselineError(f"cannot read baseline file {where}: {error.strerror or error}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
@@ -163,7 +173,9 @@ def write_baseline(
     """Write the items' verdicts as a baseline, deterministically (sorted, one case per line).
 
     With `previous`, its entries for cases that did not run now are kept, so that updating the
-    baseline from a `-k` subset does not forget the rest of the suite.
+    baseline from a `-k` subset does not forget the rest of the suite. The file is replaced in
+    one step (the old one stays whole if anything fails) and keeps its permissions; a failure is
+    a `BaselineWriteError` naming the path.
     """
     entries: dict[Key, BaselineEntry] = dict(previous.entries) if previous else {}
     for item in items:
@@ -207,16 +219,11 @@ def natural_key(text: str) -> tuple[tuple[tuple[int, int, str], ...], str]:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    """Replace the file in one step, so an interrupted run never leaves half a baseline."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Replace the file in one step, so an interrupted run never leaves half a baseline. A lone
+    surrogate in a reason is written as its JSON escape (it reads back as the same string)."""
+    atomic_write_text(
+        path, text, errors="backslashreplace", newline="\n", what="the baseline", error=BaselineWriteError
+    )
 
 
 # --- the comparison ---------------------------------------------------------------------------
@@ -294,8 +301,8 @@ class BaselineComparison:
         lines = [f"baseline {self.path}: {self.paired} cases judged in both runs"]
         if self.paired:
             lines.append(
-                f"accuracy then {_ratio(self.passed_before, self.paired)}, "
-                f"now {_ratio(self.passed_now, self.paired)}"
+                f"cases passing (SQL and term selection, judged in both runs): then "
+                f"{_ratio(self.passed_before, self.paired)}, now {_ratio(self.passed_now, self.paired)}"
             )
         lines += _listed("regression", "regressions", self.regressions)
         lines += _listed("fixed case", "fixed cases", self.fixed)
@@ -327,7 +334,9 @@ class BaselineComparison:
 def compare_with_baseline(
     baseline: Baseline, items: Iterable[Mapping[str, Any]]
 ) -> BaselineComparison:
-    """Classify every item (JSON report items, in collection order) against the baseline."""
+    """Count the items (JSON report items, in collection order) by the baseline status the
+    pipeline gave each one (the status is decided once, where the case ran; an item without one
+    is classified here, for callers that compare a report written without a baseline)."""
     statuses: dict[Key, BaselineStatus | None] = {}
     regressions: list[str] = []
     fixed: list[str] = []
@@ -344,7 +353,7 @@ def compare_with_baseline(
             statuses[key] = None  # an error now is an error, whatever the baseline says
             continue
         entry = baseline.lookup(*key)
-        status = classify(entry, bool(item["passed"]))
+        status = BaselineStatus(item["baseline"]) if item.get("baseline") else classify(entry, bool(item["passed"]))
         statuses[key] = status
         if status is BaselineStatus.NEW:
             new.append(label)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from pytest_nl2sql.vocab import HARDNESS_ORDER, hardness_sort_key
+
 OPTION = "--nl2sql-fail-under"
 
 # bucket prefix -> (summary section, words for messages)
@@ -53,8 +55,8 @@ def _check_bucket(bucket: str, spec: str) -> None:
         if prefix not in _PREFIXES:
             kinds = ", ".join(f"{p}:NAME" for p in _PREFIXES)
             raise ValueError(
-                f"{OPTION}={spec}: unknown bucket {bucket!r}; use a hardness level (hard=0.6) "
-                f"or {kinds}"
+                f"{OPTION}={spec}: unknown bucket {bucket!r}; use a hardness level "
+                f"({', '.join(HARDNESS_ORDER)}: hard=0.6) or {kinds}"
             )
         if not name:
             raise ValueError(f"{OPTION}={spec}: {prefix}: needs a name, as in {prefix}:NAME=0.9")
@@ -97,7 +99,8 @@ def _check_one(threshold: Threshold, summary: Mapping[str, Any]) -> str | None:
     bucket = _bucket(threshold.bucket, summary)
     wanted = f"{OPTION}={threshold.spec}"
     if bucket.counts is None:
-        hint = f" (there are: {', '.join(sorted(bucket.known))})" if bucket.known else ""
+        order = hardness_sort_key if threshold.bucket is not None and ":" not in threshold.bucket else str
+        hint = f" (there are: {', '.join(sorted(bucket.known, key=order))})" if bucket.known else ""
         return f"nl2sql: {wanted}: no case has {bucket.member}{hint}"
     passed = int(bucket.counts.get("passed", 0))
     judged = int(bucket.counts.get("total", 0)) - int(bucket.counts.get("errors", 0) or 0)

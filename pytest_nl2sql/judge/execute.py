@@ -6,6 +6,8 @@ The plugin's items and the Python API (`eval_exec_match`, `evaluate_predictions`
 
 from __future__ import annotations
 
+import csv
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,7 @@ from sqlglot.errors import SqlglotError
 
 from pytest_nl2sql.judge import compat
 from pytest_nl2sql.judge.compare import CompareOptions, Comparison, compare_results
-from pytest_nl2sql.engines.base import Engine, EngineError, Limits, QueryError, QueryResult, QueryTimeout, TooManyRows
+from pytest_nl2sql.engines.base import ConnectionLost, Engine, EngineError, Limits, QueryError, QueryResult, QueryTimeout, TooManyRows
 from pytest_nl2sql.judge.equality import result_fingerprint
 from pytest_nl2sql.judge.order import has_top_level_order_by
 from pytest_nl2sql.vocab import Verdict
@@ -89,7 +91,9 @@ def run_gold(
     for number, sql in enumerate(queries, start=1):
         label = f"gold query {number} of {len(queries)}" if len(queries) > 1 else "gold query"
         try:
-            results.append(engine.execute(to_engine_sql(sql, dialect, engine), limits))
+            results.append(execute_once_more_if_lost(engine, to_engine_sql(sql, dialect, engine), limits))
+        except ConnectionLost:
+            raise
         except QueryTimeout as e:
             raise GoldError(f"{label} timed out: {e}") from e
         except TooManyRows as e:
@@ -100,15 +104,29 @@ def run_gold(
 
 
 def read_gold_csv(path: Path) -> QueryResult:
-    """A gold result stored as CSV: header row = columns; an empty cell is NULL."""
-    import pandas as pd
-
+    """A gold result stored as CSV: header row = columns; an empty cell is NULL; other cells are
+    text, which the comparison reads as numbers where they are numeric."""
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-    except (OSError, ValueError) as e:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            lines = list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise GoldError(f"cannot read gold_result {path}: {e}") from e
-    rows = [tuple(None if pd.isna(v) else v for v in row) for row in frame.itertuples(index=False, name=None)]
-    return QueryResult(tuple(str(c) for c in frame.columns), rows)
+    if not lines:
+        raise GoldError(f"cannot read gold_result {path}: the file is empty (a header row is needed)")
+    columns, body = tuple(lines[0]), [line for line in lines[1:] if line]
+    for number, line in enumerate(body, start=2):
+        if len(line) != len(columns):
+            raise GoldError(f"cannot read gold_result {path}: row {number} has {len(line)} cells, the header {len(columns)}")
+    return QueryResult(columns, [tuple(cell if cell != "" else None for cell in line) for line in body])
+
+
+def execute_once_more_if_lost(engine: Engine, sql: str, limits: Limits) -> QueryResult:
+    """Run a query; a lost connection (the engine re-opens it) is retried once. A second loss
+    propagates as `ConnectionLost`: a fault of the run, never of the query."""
+    try:
+        return engine.execute(sql, limits)
+    except ConnectionLost:
+        return engine.execute(sql, limits)
 
 
 def judge(
@@ -135,7 +153,9 @@ def judge(
         sql = str(predicted)
     try:
         sql = to_engine_sql(sql, dialect, engine)
-        result = engine.execute(sql, limits)
+        result = execute_once_more_if_lost(engine, sql, limits)
+    except ConnectionLost:
+        raise
     except QueryTimeout as e:
         return Judgement(Verdict.PRED_TIMEOUT, str(e), executed=sql)
     except TooManyRows as e:

@@ -1,79 +1,304 @@
-"""Per-process state of a run: settings, open databases, predictions, baseline, schema caches.
+"""The one path every case takes: case -> (gold, prediction, comparison, scores) -> `CaseOutcome`.
 
-One `Runtime` lives in `config.stash` of each pytest process (the controller and every xdist
-worker build their own from the same options), so nothing is shared through module globals.
+The pytest items, the `nl2sql` fixture and the Python API (`evaluate_suite`) all call `Pipeline`,
+so a case gets the same verdict, hardness, exact match, term-selection score and baseline status
+whichever way it is evaluated. Nothing here imports pytest.
+
+Two stages, because pytest runs the gold in an item's setup (a broken case is an ERROR) and the
+prediction in its call: `prepare` (database, hardness, gold) and `finish` (predict, judge, score).
+`evaluate` runs both.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import time
-import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from pathlib import Path
 from typing import Any
 
-import pytest
-
-from pytest_nl2sql.gate.baseline import Baseline, BaselineStatus, classify, load_baseline
-from pytest_nl2sql.cases.read import Case
+from pytest_nl2sql.cases.predictions import PredictionStore
+from pytest_nl2sql.cases.read import Case, InvalidCase
 from pytest_nl2sql.engines import EngineCache
-from pytest_nl2sql.engines.base import DatabaseMissing, Engine, EngineError, text_errors_for
+from pytest_nl2sql.engines.base import ConnectionLost, DatabaseMissing, Engine, EngineError, Limits, text_errors_for
 from pytest_nl2sql.engines.url import EngineKind, parse_database
-from pytest_nl2sql.cases.predictions import PredictionStore, load_predictions, prediction_key
-from pytest_nl2sql.plugin.settings import Settings
+from pytest_nl2sql.gate.baseline import Baseline, classify
+from pytest_nl2sql.judge import explain
+from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
+from pytest_nl2sql.judge.predict import Hook, PredictionOutcome, PredictionRequest, PredictionSource, Predictor
+from pytest_nl2sql.judge.result import CaseResult
+from pytest_nl2sql.metrics import termselection
+from pytest_nl2sql.vocab import BaselineStatus, Kind, Verdict
 
 
 @dataclass(frozen=True)
-class PredictionOutcome:
-    """Where a prediction came from, what it is, and how long the predictor took."""
+class RunOptions:
+    """The settings that change how a case is judged (the pytest options, or the API's keywords)."""
 
-    value: Any
-    source: str  # hook | file | case | none
-    latency: float | None = None
-    error: str | None = None  # a predictor exception, one line: "RuntimeError: model down"
-    traceback: str | None = None  # its traceback, from the user's hook down (for the failure text)
-    stale: bool = False  # a recorded prediction whose question or schema has changed
-    key: str | None = None
+    limits: Limits = Limits()
+    spider_compat: bool = False  # --nl2sql-compat=spider
+    dsn: str | None = None  # --nl2sql-dsn: every case runs there
+    db_dir: Path | None = None  # --nl2sql-db-dir
+    fingerprints: bool = False  # keep a hash of each predicted result (baselines want one)
+    verbosity: int = 0  # how many diff rows a failure text shows
+
+
+@dataclass(frozen=True)
+class CaseLabel:
+    """Where a case sits in a run: its node id, its file as the node id spells it, its position."""
+
+    nodeid: str
+    file: str  # relative to the rootdir, as in the node id
+    position: int = 0  # collection order, so reports list items identically under xdist
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """A judged case: the result every report is made from, and the failure text for people."""
+
+    result: CaseResult
+    explanation: str | None = None  # None when the case passed
+    judgement: Judgement | None = None  # SQL cases that ran: the comparison behind the verdict
+    gold: GoldOutcome | None = None
+
+    @property
+    def broken(self) -> bool:
+        """The case itself could not be judged (a pytest ERROR, outside the accuracy)."""
+        return self.result.verdict.is_error
+
+
+@dataclass(frozen=True)
+class PreparedCase:
+    """A case whose database is open and whose gold has run (or which turned out broken)."""
+
+    case: Case
+    label: CaseLabel
+    hardness: str | None
+    engine: Engine | None = None
+    gold: GoldOutcome | None = None
+    broken: CaseOutcome | None = None
 
 
 @dataclass
-class Runtime:
-    settings: Settings
-    predict_hook: Callable[..., Any]
+class Pipeline:
+    """Per-process state of a run (open databases, schema caches, stored predictions, baseline)
+    and the stages every case goes through. One per pytest process (kept in `config.stash`), or
+    one per `evaluate_suite` call."""
+
+    options: RunOptions = field(default_factory=RunOptions)
+    hook: Hook | None = None  # the model under test
+    predictions: PredictionStore | None = None
+    baseline: Baseline | None = None
     engines: EngineCache = field(default_factory=EngineCache)
     _schemas: dict[str, Any] = field(default_factory=dict)
     _ddl: dict[int, str] = field(default_factory=dict)
-    usage_problem: str | None = None  # a misconfiguration found at collection (xdist workers)
-
-    @cached_property
-    def predictions(self) -> PredictionStore | None:
-        return load_predictions(self.settings.predictions) if self.settings.predictions else None
-
-    @cached_property
-    def baseline(self) -> Baseline | None:
-        if self.settings.baseline is None or self.settings.update_baseline:
-            return None
-        return load_baseline(self.settings.baseline)
-
-    def check_files(self) -> None:
-        """Read the predictions and baseline files now; raises OSError / ValueError on a bad one."""
-        _ = self.predictions, self.baseline
+    _hardness: dict[tuple[Path, str], str | None] = field(default_factory=dict)
 
     @property
-    def text_errors(self) -> str:
-        return text_errors_for(self.settings.spider_compat)
+    def predictor(self) -> Predictor:
+        return Predictor(self.hook, self.predictions)
+
+    # --- the stages ------------------------------------------------------------------------
+
+    def evaluate(self, case: Case | InvalidCase, label: CaseLabel, *, engine: Engine | None = None,
+                 predicted: Any = None) -> CaseOutcome:
+        """Both stages. `predicted` given: judge it instead of asking the predictor (the fixture)."""
+        if isinstance(case, InvalidCase):
+            return self.invalid(case, label)
+        prepared = self.prepare(case, label, engine=engine)
+        if prepared.broken is not None:
+            return prepared.broken
+        return self.finish(prepared, predicted=predicted)
+
+    def prepare(self, case: Case, label: CaseLabel, *, engine: Engine | None = None) -> PreparedCase:
+        """Open the case's database and run its gold. A case that cannot run comes back `broken`."""
+        hardness = self.hardness(case)
+        if case.is_term_selection:
+            return PreparedCase(case, label, hardness)
+        try:
+            engine = engine or self.engine_for(case)
+            gold = run_gold(
+                case.gold, engine, self.options.limits, dialect=case.written_in, order=case.order,
+                spider_compat=self.spider_mode(case), gold_result_files=case.gold_result,
+            )
+        except (GoldError, EngineError) as e:
+            reason = _infrastructure_reason(e) or str(e)
+            result = self._result(case, label, hardness, Verdict.GOLD_ERROR, reason=reason, predicted=_plain(case.predicted))
+            return PreparedCase(case, label, hardness, broken=CaseOutcome(result, explain.gold_error_text(case, label.file, reason)))
+        return PreparedCase(case, label, hardness, engine, gold)
+
+    def finish(self, prepared: PreparedCase, *, predicted: Any = None) -> CaseOutcome:
+        """Predict, judge and score a prepared case; apply the baseline."""
+        if prepared.broken is not None:
+            return prepared.broken
+        if prepared.case.is_term_selection:
+            return self._score_term_selection(prepared)
+        return self._judge_sql(prepared, predicted)
+
+    def invalid(self, entry: InvalidCase, label: CaseLabel) -> CaseOutcome:
+        """An entry of a case file that could not be read: broken, naming its file and line."""
+        message = f"invalid case: {entry.message}"
+        where = f"{label.file}:{entry.line}" if entry.line else label.file
+        result = CaseResult(id=entry.id, nodeid=label.nodeid, file=label.file, position=label.position,
+                            kind=Kind.SQL, verdict=Verdict.GOLD_ERROR, reason=message)
+        return CaseOutcome(result, f"{where}: {entry.message}")
+
+    def unusable(self, case: Case, label: CaseLabel, problem: str) -> CaseOutcome:
+        """The run is misconfigured (found where it cannot stop the session): every case says so."""
+        kind = Kind.TERM_SELECTION if case.is_term_selection else Kind.SQL
+        result = self._result(case, label, self.hardness(case), Verdict.GOLD_ERROR, kind=kind, reason=problem)
+        return CaseOutcome(result, f"usage error: {problem}")
+
+    def crashed(self, case: Case | InvalidCase, label: CaseLabel, error: BaseException, *, during_setup: bool) -> CaseResult:
+        """An unexpected exception still leaves a result for the reports (no case silently drops
+        out of the accuracy); the caller re-raises it with its traceback."""
+        reason = f"could not be judged: {type(error).__name__}: {error}".splitlines()[0]
+        if isinstance(case, InvalidCase):
+            return CaseResult(id=case.id, nodeid=label.nodeid, file=label.file, position=label.position,
+                              kind=Kind.SQL, verdict=Verdict.GOLD_ERROR, reason=reason)
+        kind = Kind.TERM_SELECTION if case.is_term_selection else Kind.SQL
+        verdict = Verdict.GOLD_ERROR if during_setup else (Verdict.PREDICTOR_ERROR if case.is_term_selection else Verdict.PRED_ERROR)
+        return self._result(case, label, self._hardness.get((case.file, case.id)), verdict, kind=kind, reason=reason)
+
+    # --- SQL cases ------------------------------------------------------------------------
+
+    def _judge_sql(self, prepared: PreparedCase, predicted: Any) -> CaseOutcome:
+        case, label, engine, gold = prepared.case, prepared.label, prepared.engine, prepared.gold
+        assert engine is not None and gold is not None
+        if predicted is not None:
+            prediction = PredictionOutcome(predicted, PredictionSource.CASE)
+        else:
+            request = PredictionRequest.for_case(case, schema=self.schema_ddl(engine), engine=engine, dialect=case.written_in)
+            prediction = self.predictor.predict(case, request, _file_names(case, label))
+        try:
+            judgement = self._judgement(case, prediction, engine, gold)
+        except ConnectionLost as e:  # twice in a row: the run's fault, not the model's
+            reason = _infrastructure_reason(e)
+            result = self._result(case, label, prepared.hardness, Verdict.GOLD_ERROR, reason=reason, predicted=_plain(prediction.value))
+            return CaseOutcome(result, explain.gold_error_text(case, label.file, reason or str(e)))
+        predicted_sql = prediction.value if isinstance(prediction.value, str) else _plain(prediction.value)
+        exact = self._exact_match(case, predicted_sql) if judgement.verdict is not Verdict.PREDICTOR_ERROR else None
+        result = self._result(
+            case, label, prepared.hardness, judgement.verdict, predicted=predicted_sql, reason=judgement.reason,
+            exact_match=exact.match if exact else None, partial=exact.partial if exact else None,
+            fingerprint=judgement.fingerprint, latency=prediction.latency,
+            diff=explain.diff_json(judgement, gold), extra=prediction.report_fields(),
+        )
+        result = self._with_baseline(result)
+        text = None if result.passed else explain.failure_text(case, label.file, result, judgement, gold, self.options.verbosity)
+        return CaseOutcome(result, _with_baseline_note(text, result), judgement, gold)
+
+    def _judgement(self, case: Case, prediction: PredictionOutcome, engine: Engine, gold: GoldOutcome) -> Judgement:
+        if prediction.error is not None:
+            return Judgement(Verdict.PREDICTOR_ERROR, prediction.error)
+        if prediction.stale:
+            return Judgement(Verdict.NO_PREDICTION, "the recorded prediction is stale: the question or schema changed since it was recorded")
+        if prediction.value is not None and not isinstance(prediction.value, str):
+            return Judgement(Verdict.PREDICTOR_ERROR, f"the prediction must be SQL text, not {type(prediction.value).__name__}")
+        if prediction.value is None or not prediction.value.strip():
+            return Judgement(Verdict.NO_PREDICTION, self._no_prediction_reason(case))
+        return judge(
+            prediction.value, gold, engine, self.options.limits, dialect=case.written_in,
+            compare=case.compare, spider_compat=self.spider_mode(case), fingerprint=self.options.fingerprints,
+        )
+
+    def _no_prediction_reason(self, case: Case) -> str:
+        """Say where we looked, so that an empty run is easy to diagnose."""
+        places = []
+        if self.hook is not None:
+            places.append("the pytest_nl2sql_predict hook returned nothing")
+        if self.predictions is not None:
+            places.append(f"no entry for id {case.id!r} in {self.predictions.path}")
+        places.append("the case has no `predicted`")
+        return "no prediction for this case (" + "; ".join(places) + ")"
+
+    def _exact_match(self, case: Case, predicted: Any) -> Any:
+        """Spider exact-set match, for SQL cases whose schema is known and whose gold the parser reads."""
+        if not case.gold or not isinstance(predicted, str) or case.written_in != "sqlite":
+            return None
+        schema = self.spider_schema(case)
+        if schema is None:
+            return None
+        from pytest_nl2sql.metrics.exact import exact_match
+
+        try:
+            return exact_match(case.gold[0], predicted, schema)
+        except (ValueError, RecursionError):
+            return None
+
+    # --- term-selection cases --------------------------------------------------------------
+
+    def _score_term_selection(self, prepared: PreparedCase) -> CaseOutcome:
+        case, label = prepared.case, prepared.label
+        conversation = tuple(case.conversation or ())
+        outcome = self._predict_turns(case, label, conversation)
+        selections, problem = None, outcome.error
+        if problem is None and outcome.value is not None and not outcome.stale:
+            try:
+                selections = termselection.predictions_per_turn(outcome.value, len(termselection.targeted_turns(conversation)))
+                for n, selection in enumerate(selections):
+                    termselection.validate_selection(selection, where=f"prediction[{n}]")
+            except ValueError as e:
+                problem = f"malformed prediction: {e}"
+        common = dict(kind=Kind.TERM_SELECTION, latency=outcome.latency, extra=outcome.report_fields())
+        if selections is None or problem is not None:
+            verdict = Verdict.PREDICTOR_ERROR if problem is not None else Verdict.NO_PREDICTION
+            reason = problem or ("the recorded prediction is stale" if outcome.stale else self._no_prediction_reason(case))
+            result = self._with_baseline(self._result(case, label, prepared.hardness, verdict, reason=reason,
+                                                      predicted=_plain(outcome.value), **common))
+            return CaseOutcome(result, _with_baseline_note(explain.term_selection_error_text(case, label.file, result), result))
+        score = termselection.score_term_selection(termselection.targets(conversation), selections)
+        min_precision, min_recall = termselection.thresholds(case.compare)
+        passed = termselection.passes(score, min_precision, min_recall)
+        result = self._with_baseline(self._result(
+            case, label, prepared.hardness, Verdict.PASS if passed else Verdict.MISMATCH,
+            reason=None if passed else termselection.reason_text(score, min_precision, min_recall),
+            predicted=outcome.value, term_selection=score.to_json(), **common,
+        ))
+        text = None if passed else explain.term_selection_failure_text(case, label.file, result)
+        return CaseOutcome(result, _with_baseline_note(text, result))
+
+    def _predict_turns(self, case: Case, label: CaseLabel, conversation: tuple[Any, ...]) -> PredictionOutcome:
+        """The hook is asked once per targeted turn, with the conversation up to that turn; a
+        stored prediction answers the whole case (one selection, or one per targeted turn)."""
+        request = PredictionRequest.for_case(case, schema=None, engine=None, dialect=case.written_in)
+        answers: list[Any] = []
+        latency = 0.0
+        for index in termselection.targeted_turns(conversation):
+            outcome = self.predictor.predict(case, request.at_turn(conversation[: index + 1]), _file_names(case, label))
+            if outcome.source != PredictionSource.HOOK or outcome.error is not None:
+                return outcome
+            answers.append(outcome.value)
+            latency += outcome.latency or 0.0
+        value = answers[0] if len(answers) == 1 else answers
+        return PredictionOutcome(value, PredictionSource.HOOK, latency, key=request.key)
+
+    # --- what every result shares ---------------------------------------------------------
+
+    def _result(self, case: Case, label: CaseLabel, hardness: str | None, verdict: Verdict, *,
+                kind: Kind = Kind.SQL, **fields: Any) -> CaseResult:
+        return CaseResult(
+            id=case.id, nodeid=label.nodeid, file=label.file, position=label.position, kind=kind,
+            verdict=verdict, question=case.question, database=case.database,
+            gold=case.gold_value if kind is Kind.SQL else None, hardness=hardness, tags=case.tags, **fields,
+        )
+
+    def _with_baseline(self, result: CaseResult) -> CaseResult:
+        """The baseline status, decided once, here (the controller only counts them)."""
+        if self.baseline is None:
+            return result
+        status = classify(self.baseline.lookup(result.file, result.id), result.passed)
+        return result if status is None else result.replace(baseline=status.value)
+
+    # --- databases, schemas and hardness (cached per process) ------------------------------
 
     def spider_mode(self, case: Case) -> bool:
-        """Official Spider verdicts for this case: `--nl2sql-compat=spider`, or its `compare: {mode: spider}`."""
-        return self.settings.spider_compat or (case.compare or {}).get("mode") == "spider"
+        """Official Spider verdicts: `--nl2sql-compat=spider`, or the case's `compare: {mode: spider}`."""
+        return self.options.spider_compat or (case.compare or {}).get("mode") == "spider"
 
     def engine_for(self, case: Case) -> Engine:
         """The database a SQL case runs on (the --nl2sql-dsn one when given); DatabaseMissing if absent.
         In Spider mode undecodable text bytes are dropped, as the official evaluator does."""
-        target = self.settings.dsn or case.database_target
+        target = self.options.dsn or case.database_target
         if target is None:
             raise DatabaseMissing(f"case {case.id} names no database")
         return self.engines.get(target, None, text_errors=text_errors_for(self.spider_mode(case)))
@@ -107,57 +332,50 @@ class Runtime:
             self._schemas[key] = schema
         return self._schemas[key]
 
-    @staticmethod
-    def prediction_key(case: Case) -> str:
-        """What a recorded prediction of `case` depends on (question, schema, conversation)."""
-        conversation = list(case.conversation) if case.conversation is not None else None
-        return prediction_key(case.question, case.schema, conversation)
-
-    def predict(self, case: Case, file_names: tuple[str, ...], key: str) -> PredictionOutcome:
-        """The first prediction that applies: the predictor hook, the predictions file, the case.
-
-        `key` is the case's `prediction_key`. A prediction recorded by `--nl2sql-record` for this
-        very key is a replay and is used without calling the hook (so CI can re-score without the
-        model); a recording with another key is stale: the hook is asked again, and without a hook
-        the case has no prediction.
-        """
-        stored = self.predictions.lookup(case.id, case.position, file_names) if self.predictions else None
-        if stored is not None and stored.key is not None and stored.key == key:
-            return PredictionOutcome(stored.value, "file", error=stored.error)
-        started = time.perf_counter()
-        try:
-            value = self.predict_hook(case=case)
-        except (Exception, pytest.fail.Exception) as e:  # the model failed: a verdict, not a crash
-            return PredictionOutcome(None, "hook", time.perf_counter() - started, error=_one_line(e),
-                                     traceback=_user_traceback(e), key=key)
-        if value is not None:
-            return PredictionOutcome(value, "hook", time.perf_counter() - started, key=key)
-        if stored is not None:
-            return PredictionOutcome(stored.value, "file", stale=stored.key is not None)
-        if case.predicted is not None:
-            return PredictionOutcome(case.predicted, "case")
-        return PredictionOutcome(None, "none")
-
-    def baseline_status(self, file: str, case_id: str, passed: bool) -> BaselineStatus | None:
-        if self.baseline is None:
-            return None
-        return classify(self.baseline.lookup(file, case_id), passed)
+    def hardness(self, case: Case) -> str | None:
+        """The case's explicit bucket, else Spider's rules on its (first) gold query."""
+        key = (case.file, case.id)
+        if key not in self._hardness:
+            self._hardness[key] = case.hardness or (
+                _computed_hardness(case, self.spider_schema(case)) if case.gold else None
+            )
+        return self._hardness[key]
 
     def close(self) -> None:
         self.engines.close_all()
 
 
-def _one_line(error: BaseException) -> str:
-    """`RuntimeError: model down`: the verdict's reason, stable across machines (no paths)."""
-    text = "".join(traceback.format_exception_only(error)).strip().splitlines()
-    return text[-1] if text else type(error).__name__
+def _computed_hardness(case: Case, schema: Any) -> str | None:
+    from pytest_nl2sql.metrics.hardness import case_hardness
+
+    return case_hardness(case.gold[0], schema, case.written_in)
 
 
-def _user_traceback(error: BaseException) -> str:
-    """The predictor's traceback without pluggy's frames and ours: it starts in the user's hook."""
-    formatted = traceback.TracebackException.from_exception(error)
-    internal = (os.sep + "pluggy" + os.sep, __file__)
-    formatted.stack = traceback.StackSummary.from_list(
-        [frame for frame in formatted.stack if not any(part in frame.filename for part in internal)]
-    )
-    return "".join(formatted.format())
+def _file_names(case: Case, label: CaseLabel) -> tuple[str, ...]:
+    """The spellings a predictions file may use for a case's file (as in the node id, or absolute)."""
+    return (label.file, str(case.file))
+
+
+def _infrastructure_reason(error: BaseException) -> str | None:
+    """A lost connection is the run's fault: say so, so nobody reads it as the case's."""
+    cause = error if isinstance(error, ConnectionLost) else error.__cause__
+    if isinstance(cause, ConnectionLost):
+        return f"the database connection was lost (not the prediction's fault; retried once): {cause}"
+    return None
+
+
+def _with_baseline_note(text: str | None, result: CaseResult) -> str | None:
+    """Under a failing case's explanation, say why it fails the gate."""
+    note = BASELINE_NOTES.get(result.baseline or "")
+    return f"{text}\nbaseline: {note}" if text is not None and note else text
+
+
+BASELINE_NOTES = {
+    BaselineStatus.REGRESSION.value: "regression: this case passed in the baseline and fails now",
+    BaselineStatus.NEW.value: "new case, not in the baseline: it fails the run until it passes or the baseline is updated",
+}
+
+
+def _plain(value: Any) -> Any:
+    return value if value is None or isinstance(value, (str, int, float, bool, list, dict)) else repr(value)
+

@@ -11,8 +11,6 @@ from typing import Any
 
 from pytest_nl2sql.vocab import Kind, Verdict
 
-PROPERTY = "nl2sql"  # the name a result travels under on a test report
-
 
 @dataclass(frozen=True)
 class CaseResult:

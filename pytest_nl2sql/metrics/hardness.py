@@ -14,7 +14,12 @@ count also counts WHERE/HAVING condition units that carry NOT, and every AND/OR 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from pytest_nl2sql.metrics.spider_schema import SpiderSchema
 from pytest_nl2sql.metrics.spider_sql import AggOp, CondUnit, SpiderParseError, SpiderSQL, WhereOp, parse_spider_sql
@@ -29,22 +34,69 @@ class Hardness(StrEnum):
     EXTRA = "extra"
 
 
-def hardness(sql: str, schema: Mapping[str, Sequence[str]] | SpiderSchema | None = None) -> Hardness:
-    """The official hardness of ``sql``; a schema only makes column resolution stricter.
+def hardness(
+    sql: str,
+    schema: Mapping[str, Sequence[str]] | SpiderSchema | None = None,
+    dialect: str | None = None,
+) -> Hardness:
+    """Spider's bucket of ``sql``: the same answer a suite run gives for a gold query.
 
-    Raises `ValueError` when the official parser could not read the query.
+    1. The official parser with ``schema`` (``{table: [column, ...]}`` or a `SpiderSchema`), if given;
+    2. the official parser without a schema (names taken as written), if that reads the query;
+    3. else the same rules counted on sqlglot's tree (`estimated_hardness`), read in ``dialect``
+       (default ``"sqlite"``), for SQL the official parser cannot read: aliases without ``AS``,
+       quoted identifiers, parentheses, ``<>``, ``CAST``, CTEs, window functions, ``SELECT 1``, ...
+
+    Every spelling of one query (aliases with or without ``AS``, quoting, keyword case,
+    parentheses, ``!=`` or ``<>``) gets the bucket the official rules give its official spelling.
+    Raises `ValueError` only when sqlglot cannot parse ``sql`` at all, or it is not a query.
     """
+    if schema is not None and not isinstance(schema, SpiderSchema):
+        schema = SpiderSchema.from_columns(schema)
+    for attempt in (schema, None) if schema is not None else (None,):
+        try:
+            return official_hardness(sql, attempt)
+        except ValueError:
+            continue
+    return estimated_hardness(sql, dialect)
+
+
+def case_hardness(
+    sql: str,
+    schema: Mapping[str, Sequence[str]] | SpiderSchema | None = None,
+    dialect: str | None = None,
+) -> str | None:
+    """What a suite run records as a gold query's hardness: `hardness` as a plain string, or
+    None when no bucket can be computed (sqlglot cannot parse the query). Never raises."""
+    try:
+        return str(hardness(sql, schema, dialect))
+    except Exception:  # noqa: BLE001 - computed at collection time for every case: never fail the run
+        return None
+
+
+def official_hardness(sql: str, schema: Mapping[str, Sequence[str]] | SpiderSchema | None = None) -> Hardness:
+    """The bucket from the official parser alone, no fallback: raises `ValueError` where it fails."""
     if schema is not None and not isinstance(schema, SpiderSchema):
         schema = SpiderSchema.from_columns(schema)
     try:
         parsed = parse_spider_sql(sql, schema)
     except SpiderParseError as exc:
         raise ValueError(f"cannot compute Spider hardness, the query does not parse: {exc}") from exc
+    except RecursionError as exc:
+        raise ValueError("cannot compute Spider hardness, the query is nested too deeply") from exc
     return hardness_of(parsed)
 
 
 def hardness_of(sql: SpiderSQL) -> Hardness:
-    """The bucket of an already parsed query."""
+    """The bucket of an already parsed query.
+
+    Raises `ValueError` where the official ``eval_hardness`` crashes: a condition in which a
+    connector stands where a unit should (``WHERE a = 1 b = 2 AND c = 3``, two units without a
+    connector, then one).
+    """
+    for condition in (sql.from_conds, sql.where, sql.having):
+        if not all(isinstance(unit, CondUnit) for unit in condition[::2]):
+            raise ValueError("cannot compute Spider hardness: a condition lacks an AND/OR between two units")
     return bucket(count_component1(sql), count_component2(sql), count_others(sql))
 
 
@@ -113,80 +165,219 @@ def count_others(sql: SpiderSQL) -> int:
     return count
 
 
-# --- golds the official parser cannot read ----------------------------------------------------
+# --- SQL the official parser cannot read: the same rules counted on sqlglot's tree --------------
+#
+# The counts mirror what the official parser would build from the query's official spelling
+# (table aliases with AS, no quoted identifiers, no parentheses around conditions, != for <>), so
+# that every spelling of one query gets one bucket. Official quirks reproduced here:
+# * a condition value that is a column (not a number, string or subquery) makes the official
+#   parser skip everything up to the next AND: `a = T2.b OR c > 1 AND d = 2` reads as two units
+#   joined by AND, the OR (and whatever it joins) is not seen;
+# * only the first operand of INTERSECT / UNION / EXCEPT is the query; the rest is one nested query;
+# * a SELECT item counts as an aggregate only when it *is* one: `count(*)` does, `(count(*))` and
+#   `max(a) - min(a)` do not;
+# * WHERE and HAVING units with NOT count as aggregates, so do HAVING's AND/OR connectors, but not
+#   HAVING's own aggregates;
+# * FROM subqueries count as FROM tables, nothing inside them counts.
+# Beyond the official grammar: each CTE is one nested query, a CTE name in FROM one table, any
+# JOIN kind (or a comma) one JOIN, and an aggregate under an alias, a CAST or a window one aggregate.
+
+_QUERIES = (exp.Select, exp.SetOperation, exp.Subquery)
 
 
-def estimated_hardness(sql: str, dialect: str | None = "sqlite") -> Hardness:
-    """The same rules counted on sqlglot's tree, for SQL the official parser rejects (CTEs,
-    window functions, other dialects), so that every SQL case still gets a bucket.
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    """One condition unit (a predicate, its NOT and parentheses taken off)."""
 
-    It agrees with the official labels on 1030 of the 1034 Spider dev golds; the official parser
-    reads all of those, so this is only the fallback. Raises `ValueError` if sqlglot cannot parse.
+    node: exp.Expression
+    negated: bool
+
+
+def estimated_hardness(sql: str, dialect: str | None = None) -> Hardness:
+    """The official rules counted on sqlglot's tree (read in ``dialect``, default ``"sqlite"``).
+
+    `hardness` uses it for SQL the official parser cannot read; on every Spider dev, train and test
+    gold it gives the official bucket. Raises `ValueError` if sqlglot cannot parse ``sql``, or it
+    is not a query.
     """
-    import sqlglot
-    from sqlglot import exp
-    from sqlglot.errors import SqlglotError
+    return bucket(*tree_counts(_query_tree(sql, dialect)))
 
-    queries = (exp.Select, exp.SetOperation, exp.Subquery)
 
-    def own(node: exp.Expression | None, kind: type | tuple[type, ...]) -> list[exp.Expression]:
-        """Nodes of `kind` under `node`, not descending into nested queries."""
-        found, stack = [], [node] if node is not None else []
-        while stack:
-            current = stack.pop()
-            if isinstance(current, kind):
-                found.append(current)
-            stack.extend(c for c in current.iter_expressions() if not isinstance(c, queries))
-        return found
-
-    def nested(node: exp.Expression | None) -> int:
-        count, stack = 0, list(node.iter_expressions()) if node is not None else []
-        while stack:
-            current = stack.pop()
-            if isinstance(current, queries):
-                count += 1
-            else:
-                stack.extend(current.iter_expressions())
-        return count
-
-    def condition_units(node: exp.Expression | None) -> int:
-        if node is None:
-            return 0
-        node = node.this if isinstance(node, (exp.Where, exp.Having)) else node
-        while isinstance(node, exp.Paren):
-            node = node.this
-        if isinstance(node, exp.Connector):
-            return condition_units(node.left) + condition_units(node.right)
-        return 1
-
+def _query_tree(sql: str, dialect: str | None) -> exp.Expression:
     try:
-        tree = sqlglot.parse_one(sql, read=dialect)
-    except SqlglotError as exc:
+        statements = sqlglot.parse(sql, read=dialect or "sqlite")
+    except (SqlglotError, RecursionError) as exc:
         raise ValueError(f"cannot compute a hardness, the query does not parse: {exc}") from exc
-    c2 = 0
-    ctes = tree.args.get("with_") or tree.args.get("with")
-    if ctes is not None:
-        c2 += len(ctes.expressions)  # each CTE is a nested query
-    while isinstance(tree, exp.SetOperation):  # one nested query per INTERSECT / UNION / EXCEPT
-        c2 += 1
-        tree = tree.left
-    while isinstance(tree, exp.Subquery):
-        tree = tree.this
-    select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
-    if select is None:
+    # like the official parser, words after the first statement are ignored
+    tree = next((statement for statement in statements if statement is not None), None)
+    if tree is not None and not isinstance(tree, _QUERIES):
+        tree = tree.find(exp.Select, exp.SetOperation)  # e.g. INSERT ... SELECT
+    if tree is None:
         raise ValueError("cannot compute a hardness: not a query")
-    where, having, group, order = (select.args.get(k) for k in ("where", "having", "group", "order"))
+    return tree
+
+
+def tree_counts(tree: exp.Expression) -> tuple[int, int, int]:
+    """Components 1 and 2 and "others" of a query parsed by sqlglot, as the official rules count."""
+    c2 = 0
+    compound = False
+    while True:
+        ctes = tree.args.get("with_") or tree.args.get("with")
+        if ctes is not None:
+            c2 += len(ctes.expressions)  # each CTE is a nested query
+        if isinstance(tree, exp.Subquery):
+            tree = tree.this
+        elif isinstance(tree, exp.SetOperation):  # A UNION B EXCEPT C: A, and one nested query
+            compound = True
+            tree = tree.left
+        else:
+            break
+    if not isinstance(tree, exp.Select) or not tree.expressions:
+        raise ValueError("cannot compute a hardness: not a query")
+    select = tree
+    where, having, group, order, limit = (select.args.get(k) for k in ("where", "having", "group", "order", "limit"))
     joins = select.args.get("joins") or []
-    ons = [j.args.get("on") for j in joins if j.args.get("on") is not None]
-    c1 = sum(x is not None for x in (where, group, order, select.args.get("limit"))) + len(joins)
-    for part in (where, having, *ons):
-        c1 += len(own(part, exp.Or)) + len(own(part, exp.Like))
-        c2 += nested(part)
-    parts = [*select.expressions, where, group, order, having]
-    aggregates = sum(len(own(part, exp.AggFunc)) for part in parts if part is not None)
-    aggregates += sum(len(own(part, exp.Not)) for part in (where, having))  # the official NOT quirk
-    others = (
-        (aggregates > 1) + (len(select.expressions) > 1) + (condition_units(where) > 1)
-        + (len(group.expressions) > 1 if group else 0)
-    )
-    return bucket(c1, c2, others)
+    tables = (select.args.get("from_") or select.args.get("from")) is not None
+
+    # Clauses in the order they are written; a condition whose skipped words reach a nested query
+    # ends the official reading there (see `_official_condition`): the clauses after it are not read.
+    ended = False
+    from_conds: list[_Unit | str] = []
+    for join in joins:
+        if ended:
+            break
+        tables += 1
+        on = join.args.get("on")
+        if on is not None:
+            if from_conds:
+                from_conds.append("and")
+            conds, ended = _official_condition(on)
+            from_conds.extend(conds)
+    where_conds: list[_Unit | str] = []
+    if where is not None and not ended:
+        where_conds, ended = _official_condition(where.this)
+    else:
+        where = None
+    group = None if ended else group
+    having_conds: list[_Unit | str] = []
+    if having is not None and not ended:
+        having_conds, ended = _official_condition(having.this)
+    order, limit = (None, None) if ended else (order, limit)
+    c2 += compound and not ended
+
+    elements = from_conds + where_conds + having_conds
+    units = [element for element in elements if isinstance(element, _Unit)]
+    c1 = sum(x is not None for x in (where, group, order, limit)) + max(tables - 1, 0)
+    c1 += elements.count("or")
+    c1 += sum(isinstance(_unescape(unit.node), (exp.Like, exp.ILike)) for unit in units)
+    c2 += sum(_nested_queries(unit.node) for unit in units)
+
+    group_items = group.expressions if group is not None else []
+    aggregates = sum(_is_aggregate(item) for item in select.expressions)
+    aggregates += sum(isinstance(e, _Unit) and e.negated for e in where_conds)  # the official NOT quirk
+    aggregates += sum(_is_aggregate(_unparen(item)) for item in group_items)
+    if order is not None:
+        for ordered in order.expressions:
+            key = _unparen(ordered.this if isinstance(ordered, exp.Ordered) else ordered)
+            operands = (key.this, key.expression) if isinstance(key, (exp.Add, exp.Sub, exp.Mul, exp.Div)) else (key,)
+            aggregates += sum(_is_aggregate(_unparen(operand)) for operand in operands)
+    # the official HAVING quirk: connectors and NOT flags count, the aggregates themselves do not
+    aggregates += sum(not isinstance(e, _Unit) or e.negated for e in having_conds)
+    others = (aggregates > 1) + (len(select.expressions) > 1) + (len(where_conds) > 1) + (len(group_items) > 1)
+    return c1, c2, others
+
+
+def _unparen(node: exp.Expression | None) -> exp.Expression | None:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _unescape(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Escape):  # LIKE ... ESCAPE ...
+        node = node.this
+    return node
+
+
+def _is_aggregate(node: exp.Expression | None) -> bool:
+    """An aggregate as a whole (through an alias, a CAST or a window), not one inside an expression."""
+    while isinstance(node, (exp.Alias, exp.Cast, exp.Window)):
+        node = node.this
+    return isinstance(node, exp.AggFunc)
+
+
+def _flatten(node: exp.Expression, out: list[_Unit | str]) -> None:
+    """Units and connectors in the order they are written; parentheses do not matter."""
+    node = _unparen(node)
+    if isinstance(node, (exp.And, exp.Or)):
+        _flatten(node.this, out)
+        out.append("and" if isinstance(node, exp.And) else "or")
+        _flatten(node.expression, out)
+    elif isinstance(node, exp.Not):
+        inner = _unparen(node.this)
+        if isinstance(inner, (exp.And, exp.Or)):
+            start = len(out)
+            _flatten(inner, out)
+            first = out[start]
+            if isinstance(first, _Unit):
+                out[start] = _Unit(first.node, not first.negated)
+        else:
+            out.append(_Unit(inner, True))
+    else:  # sqlglot writes x NOT LIKE y (and, in some dialects, IS NOT) as a flag on the predicate
+        out.append(_Unit(node, bool(_unescape(node).args.get("negate"))))
+
+
+def _official_condition(node: exp.Expression) -> tuple[list[_Unit | str], bool]:
+    """The condition as the official parser reads it, and whether that reading ends the query.
+
+    After a unit whose value is a column, the official value reader skips words up to the next
+    AND (or a comma, a closing parenthesis, a keyword): the units and ORs in between are not read.
+    When the skipped words hold a nested query, the skipping stops at its SELECT, which ends the
+    condition and, as no clause can start there, the query.
+    """
+    flat: list[_Unit | str] = []
+    _flatten(node, flat)
+    read: list[_Unit | str] = []
+    index = 0
+    while index < len(flat):
+        element = flat[index]
+        read.append(element)
+        index += 1
+        if isinstance(element, _Unit) and _value_is_column(element.node):
+            while index < len(flat) and flat[index] != "and":
+                skipped = flat[index]
+                if isinstance(skipped, _Unit) and _nested_queries(skipped.node):
+                    return read, True
+                index += 1
+    return read, False
+
+
+def _value_is_column(node: exp.Expression) -> bool:
+    node = _unescape(node)
+    if isinstance(node, exp.Between):
+        value = node.args.get("high")  # the low value's skipping stops at BETWEEN's own AND
+    elif isinstance(node, exp.In):
+        return False  # a subquery (a list of values is not official SQL)
+    elif isinstance(node, exp.Binary):
+        value = node.expression
+    else:
+        return False
+    value = _unparen(value)
+    if value is None or isinstance(value, (exp.Literal, exp.Null, exp.Boolean, *_QUERIES)):
+        return False
+    if isinstance(value, exp.Neg) and isinstance(_unparen(value.this), exp.Literal):
+        return False
+    if isinstance(value, exp.Column) and not value.table and isinstance(value.this, exp.Identifier) and value.this.quoted:
+        return False  # "text": Spider's spelling of a string value
+    return True
+
+
+def _nested_queries(node: exp.Expression) -> int:
+    count, stack = 0, [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, _QUERIES):
+            count += 1
+        else:
+            stack.extend(current.iter_expressions())
+    return count

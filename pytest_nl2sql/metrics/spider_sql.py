@@ -14,7 +14,11 @@ NLTK would make of them, since they decide whether the official parser fails.
 
 Columns are identified as ``__table.column__`` (lower-cased), tables as ``__table__``, ``*`` as
 ``__all__``. Without a schema, names are taken as written (enough for hardness, which only counts
-clauses); ``T1.col`` is still resolved through the query's ``AS`` aliases.
+clauses); ``T1.col`` is still resolved through the query's ``AS`` aliases. Without a schema the
+parser accepts only what the official one accepts with *some* plausible schema: a table alias
+without ``AS`` (``FROM emp e``, which it would read as a second table ``e``), a column alias
+(``SELECT name n``, a second column ``n``) and ``NULL`` / ``TRUE`` / ``FALSE`` as a column name
+are rejected, so that such queries get the tree-counted rules instead of a misreading.
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ _RESERVED = (
     | _JOIN_KEYWORDS
     | frozenset(_WHERE_WORDS + _COND_OPS + _ORDER_OPS + _AGG_WORDS)
     | frozenset(("by", "having", "distinct", "left", "right", "inner", "outer", "cross", "full", "natural", "using"))
+    | frozenset(("null", "true", "false"))  # literals, not columns: a schema would reject them
 )
 
 
@@ -521,6 +526,10 @@ def _select(words, index: int, ctx: _Context, default_tables) -> Select:
         items.append((agg, val_unit))
         if index < len(words) and words[index] == ",":
             index += 1
+        elif ctx.schema is None and index < len(words) and words[index] not in _CLAUSE_KEYWORDS:
+            # `SELECT name n`: one more column to the official parser, which only a schema with a
+            # column `n` accepts; without a schema it is a column alias
+            raise SpiderParseError(f"column alias: {words[index]!r}")
     return Select(distinct, tuple(items))
 
 
@@ -544,6 +553,10 @@ def _from(words, start: int, ctx: _Context):
         else:
             if index < n and words[index] == "join":
                 index += 1
+            if ctx.schema is None and words[index - 1] not in ("from", "join", "("):
+                # `FROM emp e`: the official parser reads `e` as one more table, which only a schema
+                # with a table `e` accepts; without a schema it is an alias written without AS
+                raise SpiderParseError(f"table alias without AS: {words[index]!r}")
             table, name = ctx.table(words[index])
             index += 3 if index + 1 < n and words[index + 1] == "as" else 1
             units.append(TableUnit(table=table))

@@ -97,7 +97,11 @@ def _partial(partials: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     from pytest_nl2sql.metrics.exact import aggregate_partial
 
-    return aggregate_partial(partials)
+    scores = aggregate_partial(partials)
+    for name, entry in scores.items():  # how many items had the component: 0 and 0 is "not applicable"
+        entry["pred_count"] = sum(1 for p in partials if p[name]["pred_total"] > 0)
+        entry["gold_count"] = sum(1 for p in partials if p[name]["label_total"] > 0)
+    return scores
 
 
 def build_report(results: Iterable[CaseResult], summary: dict[str, Any]) -> dict[str, Any]:

@@ -12,13 +12,16 @@ from typing import Any
 
 import pytest
 
-from pytest_nl2sql.judge import explain as render
+from pytest_nl2sql.plugin import terminal
+from pytest_nl2sql.plugin.items import result_of
 from pytest_nl2sql.gate.baseline import Baseline, BaselineError, compare_with_baseline, load_baseline, write_baseline
 from pytest_nl2sql.cases.predictions import record_lines
 from pytest_nl2sql.plugin.settings import Settings
+from pytest_nl2sql.files import atomic_write_text
+from pytest_nl2sql.reports import write_report
 from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
 from pytest_nl2sql.gate.thresholds import check_thresholds
-from pytest_nl2sql.judge.result import PROPERTY, CaseResult
+from pytest_nl2sql.judge.result import CaseResult
 
 
 class Controller:
@@ -33,11 +36,9 @@ class Controller:
         self.failures: list[str] = []  # threshold and baseline problems that fail the session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "teardown":
-            return  # it repeats the properties of the call (or setup) report: parse each result once
-        for name, value in report.user_properties:
-            if name == PROPERTY:
-                self.results[report.nodeid] = CaseResult.loads(value)
+        result = result_of(report)
+        if result is not None:
+            self.results[report.nodeid] = result
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -59,18 +60,25 @@ class Controller:
                     previous = load_baseline(settings.baseline)  # its cases not run now are kept
                 except BaselineError as e:
                     self.messages.append(f"the old baseline could not be read ({e}): written from scratch")
-            write_baseline(settings.baseline, report["items"], previous=previous)
-            self.messages.append(f"baseline written: {settings.baseline} ({len(results)} cases)")
+            try:
+                write_baseline(settings.baseline, report["items"], previous=previous)
+                self.messages.append(f"baseline written: {settings.baseline} ({len(results)} cases)")
+            except OSError as e:  # a BaselineWriteError names the path and what is wrong
+                self.failures.append(f"nl2sql: {e}")
         if settings.record is not None:
             records = [_record(r) for r in results if r.extra.get("prediction_source") == "hook"]
-            _write(settings.record, record_lines(records))
-            self.messages.append(f"predictions recorded: {settings.record} ({len(records)} cases)")
+            try:
+                atomic_write_text(settings.record, record_lines(records), errors="backslashreplace",
+                                  what="the predictions record")
+                self.messages.append(f"predictions recorded: {settings.record} ({len(records)} cases)")
+            except OSError as e:
+                self.failures.append(f"nl2sql: {e}")
         for target in settings.reports:
             try:
                 for written in write_report(target.format, report, target.path):
                     self.messages.append(f"{target.format} report: {written}")
             except OSError as e:  # one unwritable report must not cost the others or the thresholds
-                self.failures.append(f"nl2sql: cannot write the {target.format} report {target.path}: {e}")
+                self.failures.append(f"nl2sql: {e}")
         self.failures += check_thresholds(settings.fail_under, summary)
         if self.failures and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -81,7 +89,7 @@ class Controller:
         if not self.results:
             self.messages.insert(0, "no nl2sql case ran")
         terminalreporter.section("nl2sql")
-        for line in render.summary_lines(self.summary, config.get_verbosity()):
+        for line in terminal.summary_lines(self.summary, config.get_verbosity()):
             terminalreporter.line(line)
         for line in self.messages:
             terminalreporter.line(line)
@@ -95,36 +103,6 @@ def _record(result: CaseResult) -> dict[str, Any]:
         return {**record, "error": result.extra["error"]}
     key = "selection" if result.kind.value == "term_selection" else "predicted"
     return {**record, key: result.predicted}
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-
-
-def write_report(fmt: str, report: dict[str, Any], path: Path) -> list[Path]:
-    """Write one report; returns the files written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "json":
-        from pytest_nl2sql.reports.json import write_json
-
-        write_json(report, path)
-        return [path]
-    if fmt == "xlsx":
-        from pytest_nl2sql.reports.xlsx import write_xlsx
-
-        write_xlsx(report, path)
-        return [path]
-    if fmt == "csv":
-        from pytest_nl2sql.reports.csv import write_csv
-
-        return list(write_csv(report, path))
-    if fmt == "md":
-        from pytest_nl2sql.reports.md import write_markdown
-
-        write_markdown(report, path)
-        return [path]
-    raise ValueError(f"unknown report format {fmt!r}")
 
 
 CONTROLLER_KEY = pytest.StashKey[Controller]()

@@ -39,6 +39,7 @@ as named.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,15 +48,14 @@ from typing import Any
 
 import pytest
 
-from pytest_nl2sql.judge import explain as render
 from pytest_nl2sql.cases.read import Case, CaseFileError, InvalidCase, load_case_file
-from pytest_nl2sql.judge.compare import Comparison
-from pytest_nl2sql.engines.base import Engine, QueryError, QueryResult, QueryTimeout, TooManyRows
-from pytest_nl2sql.judge.execute import GoldOutcome, Judgement, judge, run_gold, to_engine_sql
-from pytest_nl2sql.plugin.items import runtime
-from pytest_nl2sql.judge.pipeline import Runtime
-from pytest_nl2sql.vocab import Kind, Verdict
-from pytest_nl2sql.judge.result import CaseResult
+from pytest_nl2sql.engines.base import text_errors_for, Engine, QueryError, QueryResult, QueryTimeout, TooManyRows
+from pytest_nl2sql.judge import explain
+from pytest_nl2sql.judge.compare import Comparison, compare_results
+from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, to_engine_sql
+from pytest_nl2sql.judge.pipeline import CaseLabel, CaseOutcome, Pipeline
+from pytest_nl2sql.plugin.items import run_state
+from pytest_nl2sql.vocab import Verdict
 
 Database = str | os.PathLike[str] | Case | Engine
 
@@ -72,36 +72,37 @@ class NL2SQL:
     test_file: Path
 
     @property
-    def _runtime(self) -> Runtime:
-        return runtime(self.config)
+    def _pipeline(self) -> Pipeline:
+        return run_state(self.config).pipeline
 
     # --- databases -------------------------------------------------------------------------
 
     def database(self, database: Database) -> Engine:
         """The open, read-only engine for `database` (opened once per process, then cached)."""
+        pipeline = self._pipeline
         if isinstance(database, Case):
-            return database.engine if database.engine is not None else self._runtime.engine_for(database)
+            return pipeline.engine_for(database)
         if _is_engine(database):
             return database  # type: ignore[return-value]
-        rt = self._runtime
-        return rt.engines.get(os.fspath(database), self.base_dir, text_errors=rt.text_errors)  # type: ignore[arg-type]
+        text_errors = text_errors_for(pipeline.options.spider_compat)
+        return pipeline.engines.get(os.fspath(database), self.base_dir, text_errors=text_errors)  # type: ignore[arg-type]
 
     def schema(self, database: Database) -> str:
         """The database's DDL text, as the predictor hook receives it in `case.schema`."""
-        return self._runtime.schema_ddl(self.database(database))
+        return self._pipeline.schema_ddl(self.database(database))
 
     def run(self, database: Database, sql: str, *, dialect: str | None = _UNSET) -> QueryResult:
         """Execute one query read-only under the run's limits. `dialect`: the one `sql` is
         written in, translated to the database's (default: a case's dialect, else the database's)."""
         engine = self.database(database)
         written_in = self._dialect(database, dialect)
-        return engine.execute(to_engine_sql(sql, written_in, engine), self._runtime.settings.limits)
+        return engine.execute(to_engine_sql(sql, written_in, engine), self._pipeline.options.limits)
 
     def case(self, file: str | os.PathLike[str], case_id: str) -> Case:
         """One case of a case file (`file` relative to the test's file), as the plugin reads it."""
         path = self.base_dir / Path(file)
-        settings = self._runtime.settings
-        entries = load_case_file(path, db_dir=settings.db_dir, dsn=settings.dsn)
+        options = self._pipeline.options
+        entries = load_case_file(path, db_dir=options.db_dir, dsn=options.dsn)
         for entry in entries:
             if entry.id == case_id:
                 if isinstance(entry, InvalidCase):
@@ -131,9 +132,10 @@ class NL2SQL:
         `compare`: a case's `compare:` options (`mode`, `abs_tol`, `case_sensitive`, ...).
         A prediction that cannot run raises `QueryError`, `QueryTimeout` or `TooManyRows`.
         """
-        judgement, _, _ = self._judge(database, predicted, gold, order, compare, dialect)
-        if judgement.comparison is None:
-            raise _prediction_exception(judgement)
+        outcome = self._judge(database, predicted, gold, order, compare, dialect)
+        judgement = outcome.judgement
+        if judgement is None or judgement.comparison is None:
+            raise _prediction_exception(outcome)
         return judgement.comparison
 
     def assert_same(
@@ -152,17 +154,11 @@ class NL2SQL:
         the rows missing / unexpected, a prediction that fails to run its verdict and message.
         """
         __tracebackhide__ = True
-        judgement, outcome, case = self._judge(database, predicted, gold, order, compare, dialect)
-        if judgement.verdict is Verdict.PASS:
-            assert judgement.result is not None
-            return judgement.result
-        result = CaseResult(
-            id=case.id, nodeid=self.label, file=str(case.file), position=0, kind=Kind.SQL,
-            verdict=judgement.verdict, question=case.question, database=case.database,
-            gold=case.gold_value, predicted=predicted, reason=judgement.reason,
-        )
-        text = render.failure_text(case, result, judgement, outcome, self.config.get_verbosity())
-        raise AssertionError(text)
+        outcome = self._judge(database, predicted, gold, order, compare, dialect)
+        if outcome.result.passed:
+            assert outcome.judgement is not None and outcome.judgement.result is not None
+            return outcome.judgement.result
+        raise AssertionError(outcome.explanation)
 
     # --- internals -------------------------------------------------------------------------
 
@@ -174,24 +170,32 @@ class NL2SQL:
     def _judge(
         self, database: Database, predicted: str, gold: str | Sequence[str] | None,
         order: str, compare: Mapping[str, Any] | None, dialect: str | None,
-    ) -> tuple[Judgement, GoldOutcome, Case]:
-        rt = self._runtime
-        engine = self.database(database)
+    ) -> CaseOutcome:
+        """The case a comparison stands for, through the pipeline every case item takes (with the
+        run's limits and compat mode, but no baseline and no predictor: the prediction is given)."""
         case = self._as_case(database, gold)
         if not case.gold and not case.gold_result:
             raise ValueError("nl2sql: no gold to compare with: pass `gold` (SQL, or a list of SQL)")
-        written_in = self._dialect(database, dialect)
-        settings = rt.settings
-        outcome = run_gold(
-            case.gold, engine, settings.limits, dialect=written_in,
-            order=case.order if order is _UNSET else order,
-            spider_compat=settings.spider_compat, gold_result_files=case.gold_result,
-        )
-        judgement = judge(
-            predicted, outcome, engine, settings.limits, dialect=written_in,
-            compare=case.compare if compare is _UNSET else compare, spider_compat=settings.spider_compat,
-        )
-        return judgement, outcome, case
+        changes: dict[str, Any] = {"dialect": self._dialect(database, dialect)}
+        if order is not _UNSET:
+            changes["order"] = order
+        if compare is not _UNSET:
+            changes["compare"] = compare or {}
+        case = case.replace(**changes)
+        shared = self._pipeline
+        pipeline = Pipeline(dataclasses.replace(shared.options, fingerprints=False), engines=shared.engines)
+        label = CaseLabel(self.label, self._relative(case.file))
+        outcome = pipeline.evaluate(case, label, engine=self.database(database), predicted=predicted if predicted else "")
+        if outcome.broken:
+            raise GoldError(outcome.result.reason)
+        return outcome
+
+    def _relative(self, path: Path) -> str:
+        """A file as node ids spell it: relative to the rootdir when it lies there."""
+        try:
+            return Path(path).resolve().relative_to(self.config.rootpath).as_posix()
+        except ValueError:
+            return str(path)
 
     def _as_case(self, database: Database, gold: str | Sequence[str] | None) -> Case:
         """The case a comparison stands for: the given one (gold overridden when passed), or a
@@ -207,14 +211,28 @@ def _is_engine(value: Any) -> bool:
     return callable(getattr(value, "execute", None)) and callable(getattr(value, "schema_ddl", None))
 
 
-def _prediction_exception(judgement: Judgement) -> Exception:
+def _prediction_exception(outcome: CaseOutcome) -> Exception:
     """A prediction that produced no result, as the exception `run` would have raised."""
-    kind = {Verdict.PRED_TIMEOUT: QueryTimeout, Verdict.TOO_MANY_ROWS: TooManyRows}.get(judgement.verdict)
+    verdict, reason = outcome.result.verdict, outcome.result.reason
+    kind = {Verdict.PRED_TIMEOUT: QueryTimeout, Verdict.TOO_MANY_ROWS: TooManyRows}.get(verdict)
     if kind is not None:
-        return kind(judgement.reason)
-    if judgement.verdict is Verdict.NO_PREDICTION:
+        return kind(reason)
+    if verdict is Verdict.NO_PREDICTION:
         return ValueError("nl2sql: the prediction is empty")
-    return QueryError(judgement.reason)
+    return QueryError(reason)
+
+
+def explain_result_comparison(op: str, left: Any, right: Any) -> list[str] | None:
+    """`assert pred == gold` on two query results shows the same diff as a failing case."""
+    if op != "==" or not (isinstance(left, QueryResult) and isinstance(right, QueryResult)):
+        return None
+    comparison = compare_results(right.rows, left.rows, gold_columns=len(right.columns), pred_columns=len(left.columns))
+    if comparison.match:
+        return ["query results are equal under execution match (same rows up to column and row order), "
+                "but not identical: compare them with the nl2sql fixture, or compare sorted rows"]
+    judgement = Judgement(Verdict.MISMATCH, comparison.reason, comparison, 0, left)
+    text = explain.result_diff_lines(judgement, GoldOutcome((right,), (), False))
+    return [f"query results differ ({comparison.reason}): left is the prediction, right the gold", *text]
 
 
 @pytest.fixture

@@ -11,9 +11,8 @@ import pytest
 from pytest_nl2sql.plugin import hookspecs
 from pytest_nl2sql.plugin import items as nodes
 from pytest_nl2sql.plugin.controller import CONTROLLER_KEY, Controller
-from pytest_nl2sql.judge.pipeline import Runtime
-from pytest_nl2sql.plugin.settings import DEFAULT_FILES, OPTIONS, SettingsError, read_settings
 from pytest_nl2sql.plugin.fixtures import nl2sql  # noqa: F401  (registers the fixture)
+from pytest_nl2sql.plugin.settings import DEFAULT_FILES, OPTIONS, SettingsError, make_pipeline, read_settings
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -38,24 +37,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = read_settings(config)
+        pipeline = make_pipeline(settings, config)  # a bad predictions or baseline file: one usage error
     except SettingsError as e:
         raise pytest.UsageError(str(e)) from None
-    rt = Runtime(settings=settings, predict_hook=config.hook.pytest_nl2sql_predict)
-    try:
-        rt.check_files()  # a bad predictions or baseline file is a usage error, not 1000 failures
-    except (OSError, ValueError) as e:
-        raise pytest.UsageError(f"nl2sql: {e}") from None
-    config.stash[nodes.RUNTIME_KEY] = rt
+    config.stash[nodes.STATE_KEY] = nodes.RunState(settings, pipeline)
     if not hasattr(config, "workerinput"):
-        controller = Controller(settings, rt.baseline)
+        controller = Controller(settings, pipeline.baseline)
         config.stash[CONTROLLER_KEY] = controller
         config.pluginmanager.register(controller, "nl2sql-controller")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    rt = config.stash.get(nodes.RUNTIME_KEY, None)
-    if rt is not None:
-        rt.close()
+    state = config.stash.get(nodes.STATE_KEY, None)
+    if state is not None:
+        state.pipeline.close()
     controller = config.stash.get(CONTROLLER_KEY, None)
     if controller is not None:
         config.pluginmanager.unregister(controller)
@@ -75,15 +70,17 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    nodes.check_aligned_predictions(session)
+    nodes.check_predictions(session)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
-    nodes.adjust_report(report, call)
+    nodes.adjust_report(item, report, call)
     return report
 
 
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left: Any, right: Any) -> list[str] | None:
-    return nodes.explain_result_comparison(op, left, right)
+    from pytest_nl2sql.plugin.fixtures import explain_result_comparison
+
+    return explain_result_comparison(op, left, right)

@@ -10,10 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.cases.predictions import load_predictions
 from pytest_nl2sql.engines.base import Limits
+from pytest_nl2sql.gate.baseline import load_baseline
+from pytest_nl2sql.judge.pipeline import Pipeline, RunOptions
+from pytest_nl2sql.reports import default_path
+from pytest_nl2sql.vocab import REPORT_FORMATS
 from pytest_nl2sql.gate.thresholds import Threshold, parse_fail_unders
 
-REPORT_FORMATS = ("xlsx", "json", "csv", "md")
 DEFAULT_FILES = "*.nl2sql.yaml *.nl2sql.yml *.nl2sql.jsonl"
 
 
@@ -40,8 +44,9 @@ OPTIONS = (
     Option("--nl2sql-report", "write a report; FORMAT is xlsx, json, csv or md (repeatable)", kind="append", metavar="FORMAT[:PATH]"),
     Option("--nl2sql-baseline", "compare with a baseline of per-case verdicts", metavar="PATH"),
     Option("--nl2sql-update-baseline", "write the current verdicts to --nl2sql-baseline, and pass", kind="bool", default=False),
-    Option("--nl2sql-fail-under", "fail when accuracy is below RATE (repeatable): 0.8, 80%, hard=0.6, tag:joins=0.9", kind="append", metavar="[BUCKET=]RATE"),
+    Option("--nl2sql-fail-under", "fail when accuracy is below RATE (repeatable): 0.8, 80%%, hard=0.6, tag:joins=0.9", kind="append", metavar="[BUCKET=]RATE"),
     Option("--nl2sql-record", "record every prediction made by the predictor hook to this JSONL file", metavar="PATH"),
+    Option("--nl2sql-confine", "databases and result files named by case files must lie under the rootdir", kind="bool", default=False),
 )
 
 
@@ -67,6 +72,7 @@ class Settings:
     update_baseline: bool = False
     fail_under: tuple[Threshold, ...] = ()
     record: Path | None = None
+    confine: bool = False
 
     @property
     def spider_compat(self) -> bool:
@@ -92,7 +98,7 @@ def parse_report(text: str, invocation_dir: Path) -> Report:
     fmt = fmt.strip().lower()
     if fmt not in REPORT_FORMATS:
         raise SettingsError(f"--nl2sql-report: unknown format {fmt!r} (use one of {', '.join(REPORT_FORMATS)})")
-    return Report(fmt, invocation_dir / (path or f"nl2sql-report.{fmt}"))
+    return Report(fmt, invocation_dir / (path or default_path(fmt)))
 
 
 def read_settings(config: Any) -> Settings:
@@ -135,4 +141,24 @@ def read_settings(config: Any) -> Settings:
         update_baseline=update,
         fail_under=thresholds,
         record=path("nl2sql_record"),
+        confine=bool(values["nl2sql_confine"]),
     )
+
+
+def make_pipeline(settings: Settings, config: Any) -> Pipeline:
+    """The run's pipeline: options, the predictor hook, and the predictions and baseline files,
+    read now (a bad one is a usage error, not 1000 failing cases)."""
+    predictions = baseline = None
+    try:
+        if settings.predictions is not None:
+            predictions = load_predictions(settings.predictions)
+        if settings.baseline is not None and not settings.update_baseline:
+            baseline = load_baseline(settings.baseline)
+    except (OSError, ValueError) as e:
+        raise SettingsError(f"nl2sql: {e}") from None
+    options = RunOptions(
+        limits=settings.limits, spider_compat=settings.spider_compat, dsn=settings.dsn, db_dir=settings.db_dir,
+        fingerprints=settings.baseline is not None, verbosity=config.get_verbosity(),
+    )
+    hook = config.hook.pytest_nl2sql_predict
+    return Pipeline(options, hook=lambda request: hook(case=request), predictions=predictions, baseline=baseline)

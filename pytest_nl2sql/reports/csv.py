@@ -4,15 +4,25 @@ Beside the per-case file goes `<stem>.correct.csv`: a header `instance_id` and t
 case that passed, in collection order, the "list of correctly answered instances" that the
 Spider2 evaluation suite writes (spec `004`) for submission systems. Spider2's own id rewriting
 (`bq…` → `sf_bq…`) is specific to its leaderboard and is not applied.
+
+The files are opened in spreadsheets, and predictions are untrusted text: a cell that starts with
+`=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with a single quote, as OWASP
+recommends against formula injection (`=HYPERLINK(…)` stays text). Plain numbers (`-1`, `+0.5`)
+are left alone. A lone surrogate, which UTF-8 cannot encode, is written as its escape `\\ud800`.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Mapping
+from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from pytest_nl2sql.files import atomic_open
+from pytest_nl2sql.reports import ReportWriteError, register
 
 COLUMNS = (
     "id", "nodeid", "file", "kind", "question", "database", "hardness", "tags", "verdict",
@@ -21,11 +31,22 @@ COLUMNS = (
 )
 CORRECT_HEADER = "instance_id"
 
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+ENCODING_ERRORS = "backslashreplace"  # a lone surrogate as the text `\ud800`, not a crash
+
 
 def correct_ids_path(path: Path) -> Path:
     """Where the correct-instances file of the per-case CSV at `path` goes."""
     path = Path(path)
     return path.with_name(f"{path.stem}.correct.csv")
+
+
+def neutralise(text: str) -> str:
+    """`text` safe to open in a spreadsheet: a leading formula character gets a quote before it."""
+    if text.startswith(FORMULA_PREFIXES) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
 
 
 def _cell(value: Any) -> str:
@@ -34,8 +55,12 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (str, int, float)):
+    if isinstance(value, Enum):
+        value = value.value
+    if isinstance(value, (int, float)):
         return str(value)
+    if isinstance(value, str):
+        return neutralise(value)
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -52,7 +77,7 @@ def _row(item: Mapping[str, Any]) -> list[str]:
     values = {
         **{key: item.get(key) for key in COLUMNS},
         "question": item.get("question") or item.get("name"),
-        "tags": ";".join(map(str, item.get("tags") or [])),
+        "tags": ";".join(str(getattr(tag, "value", tag)) for tag in item.get("tags") or []),
         "macro_precision": ts.get("macro_precision"),
         "macro_recall": ts.get("macro_recall"),
         "missing_rows": count("missing"),
@@ -64,15 +89,23 @@ def _row(item: Mapping[str, Any]) -> list[str]:
 def write_csv(report: Mapping[str, Any], path: Path) -> list[Path]:
     """Write the per-case CSV at `path` and the correct ids beside it; return both paths."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     items = list(report.get("items") or [])
-    with path.open("w", newline="", encoding="utf-8") as f:
+    with _open(path) as f:
         writer = csv.writer(f)
         writer.writerow(COLUMNS)
         writer.writerows(_row(item) for item in items)
     correct = correct_ids_path(path)
-    with correct.open("w", newline="", encoding="utf-8") as f:
+    with _open(correct) as f:
         writer = csv.writer(f)
         writer.writerow([CORRECT_HEADER])
-        writer.writerows([str(item.get("id"))] for item in items if item.get("passed") is True)
+        writer.writerows([_cell(str(item.get("id")))] for item in items if item.get("passed") is True)
     return [path, correct]
+
+
+def _open(path: Path) -> Any:
+    return atomic_open(
+        path, encoding="utf-8", errors=ENCODING_ERRORS, newline="", what="the csv report", error=ReportWriteError
+    )
+
+
+register("csv", write_csv)

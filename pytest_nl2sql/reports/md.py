@@ -8,35 +8,46 @@ reviewer acts on first (the headline, regressions, fixes), and folds long lists 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.files import atomic_write_text
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, latency_percentiles
-from pytest_nl2sql.vocab import HARDNESS_ORDER
+from pytest_nl2sql.reports import ReportWriteError, register
+from pytest_nl2sql.vocab import Verdict, hardness_sort_key
 
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 MAX_FAILURES = 100  # rows in the failures table; a PR comment has a size limit
 MAX_REASON = 160  # characters of a reason (a database error can be long)
+MAX_BUCKETS = 50  # rows of a tag or database table: past it, the worst are shown
 FOLD_BUCKETS = 12  # bucket tables longer than this are folded
-
+ENCODING_ERRORS = "backslashreplace"  # a lone surrogate as the text `\\ud800`, not a crash
+GOLD_ERROR = Verdict.GOLD_ERROR.value
 
 
 def write_markdown(
     report: Mapping[str, Any],
     path: str | os.PathLike[str],
     environ: Mapping[str, str] = os.environ,
-) -> None:
+) -> list[Path]:
     """Write the Markdown report, and append it to `$GITHUB_STEP_SUMMARY` when that is set."""
     text = render_markdown(report)
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    target = atomic_write_text(
+        path, text, errors=ENCODING_ERRORS, what="the md report", error=ReportWriteError
+    )
     step_summary = environ.get(STEP_SUMMARY)
     if step_summary and Path(step_summary).resolve() != target.resolve():
-        with open(step_summary, "a", encoding="utf-8") as stream:
-            stream.write(text + "\n")
+        try:
+            with open(step_summary, "a", encoding="utf-8", errors=ENCODING_ERRORS) as stream:
+                stream.write(text + "\n")
+        except OSError as e:
+            raise ReportWriteError(
+                f"the md report {target} was written, but not appended to ${STEP_SUMMARY} "
+                f"({step_summary}): {e.strerror or e}", step_summary, e.errno,
+            ) from e
+    return [target]
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:
@@ -50,6 +61,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         _buckets("hardness", summary.get("by_hardness"), _hardness_order),
         _buckets("tag", summary.get("by_tag"), sorted),
         _buckets("database", summary.get("by_database"), sorted),
+        _partial(summary.get("partial")),
         _failures(items, with_baseline=summary.get("baseline") is not None),
     ]
     return "\n\n".join(block for block in blocks if block) + "\n"
@@ -61,12 +73,14 @@ def _headline(summary: Mapping[str, Any]) -> str:
 
 
 def _errors(items: Sequence[Mapping[str, Any]]) -> str:
-    broken = [item for item in items if item.get("verdict") == "gold_error"]
+    broken = [item for item in items if item.get("verdict") == GOLD_ERROR]
     if not broken:
         return ""
-    head = f"**{_plural(len(broken), 'case')} could not be judged** (`gold_error`, outside the accuracy):"
+    head = f"**{_plural(len(broken), 'case')} could not be judged** (`{GOLD_ERROR}`, outside the accuracy):"
     lines = [head, ""]
-    lines += [f"- {_code(_label(item))}: {_text(item.get('reason'))}" for item in broken]
+    lines += [f"- {_code(_label(item))}: {_inline(item.get('reason'))}" for item in broken[:MAX_FAILURES]]
+    if len(broken) > MAX_FAILURES:
+        lines.append(f"- … and {len(broken) - MAX_FAILURES} more (see the JSON report).")
     return "\n".join(lines)
 
 
@@ -150,26 +164,67 @@ def _mcnemar(comparison: Mapping[str, Any], worse: int, better: int) -> str:
 def _case_list(title: str, labels: Sequence[str]) -> list[str]:
     if not labels:
         return []
-    return [f"**{title} ({len(labels)}):** " + ", ".join(_code(label) for label in labels), ""]
+    listed = ", ".join(_code(label) for label in labels[:MAX_FAILURES])
+    if len(labels) > MAX_FAILURES:
+        listed += f" and {len(labels) - MAX_FAILURES} more (see the JSON report)"
+    return [f"**{title} ({len(labels)}):** " + listed, ""]
 
 
-def _buckets(kind: str, buckets: Mapping[str, Mapping[str, Any]] | None, order: Any) -> str:
+def _buckets(
+    kind: str, buckets: Mapping[str, Mapping[str, Any]] | None, order: Callable[[Any], list[str]]
+) -> str:
+    """A table of buckets in `order`; past MAX_BUCKETS rows, only the worst (lowest accuracy, then
+    most cases), since those are what a reviewer acts on."""
     if not buckets:
         return ""
+    names = list(order(buckets))
+    shown = names if len(names) <= MAX_BUCKETS else sorted(names, key=lambda n: _worst_first(n, buckets[n]))
     rows = [f"| {kind} | passed | cases | accuracy |", "|---|--:|--:|--:|"]
-    for name in order(buckets):
+    for name in shown[:MAX_BUCKETS]:
         passed, judged = _counts(buckets[name])
         total = buckets[name].get("total", judged)
         accuracy = _percent(passed / judged) if judged else "n/a"
         rows.append(f"| {_cell(name)} | {passed} | {total} | {accuracy} |")
+    if len(shown) > MAX_BUCKETS:
+        rows.append(f"\nThe {MAX_BUCKETS} worst of {len(shown)} are shown (see the JSON report).")
     table = "\n".join(rows)
     if len(buckets) > FOLD_BUCKETS:
         return f"<details><summary>By {kind} ({len(buckets)})</summary>\n\n{table}\n\n</details>"
     return f"#### By {kind}\n\n{table}"
 
 
+def _worst_first(name: str, bucket: Mapping[str, Any]) -> tuple[Any, ...]:
+    passed, judged = _counts(bucket)
+    if not judged:  # nothing judged: no accuracy to rank, after every bucket that has one
+        return (1, 0.0, 0, str(name))
+    return (0, passed / judged, -judged, str(name))
+
+
+def _partial(partial: Mapping[str, Mapping[str, Any]] | None) -> str:
+    """Spider's partial component scores. A component that no gold and no prediction has is not
+    applicable: the official aggregation prints it as 0.000 0.000 1.000, which reads as a score."""
+    if not partial:
+        return ""
+    rows = ["| component | accuracy | recall | F1 |", "|---|--:|--:|--:|"]
+    for name, scores in partial.items():
+        if _not_applicable(scores):
+            rows.append(f"| {_cell(name)} | n/a | n/a | n/a |")
+        else:
+            numbers = (_number(scores.get(key)) for key in ("acc", "rec", "f1"))
+            rows.append(f"| {_cell(name)} | " + " | ".join(numbers) + " |")
+    body = "\n".join(rows)
+    if any(_not_applicable(s) for s in partial.values()):
+        body += "\n\nn/a: no gold query and no prediction has the component."
+    return f"<details><summary>Spider partial matching ({len(partial)} components)</summary>\n\n{body}\n\n</details>"
+
+
+def _not_applicable(scores: Mapping[str, Any]) -> bool:
+    """True when the counts say no item had the component (reports without counts: never)."""
+    return scores.get("pred_count") == 0 and scores.get("gold_count") == 0
+
+
 def _failures(items: Sequence[Mapping[str, Any]], with_baseline: bool) -> str:
-    failed = [i for i in items if not i.get("passed") and i.get("verdict") != "gold_error"]
+    failed = [i for i in items if not i.get("passed") and i.get("verdict") != GOLD_ERROR]
     if not failed:
         return ""
     header = "| case | verdict | reason |" + (" baseline |" if with_baseline else "")
@@ -198,8 +253,8 @@ def _counts(bucket: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def _hardness_order(buckets: Mapping[str, Any]) -> list[str]:
-    known = [level for level in HARDNESS_ORDER if level in buckets]
-    return known + sorted(name for name in buckets if name not in HARDNESS_ORDER)
+    """Spider's levels, then BIRD's, in their order; any other label after them by name."""
+    return sorted(buckets, key=hardness_sort_key)
 
 
 def _label(item: Mapping[str, Any]) -> str:
@@ -217,7 +272,7 @@ def _percent(value: float | None) -> str:
 
 
 def _number(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+    return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "n/a"
 
 
 def _plural(count: int, noun: str) -> str:
@@ -225,15 +280,27 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _text(value: Any) -> str:
-    """One line of plain text, shortened: reasons can hold long database messages."""
+    """One line of plain text, shortened with a visible `…`: reasons can hold long database
+    messages, and a value can be megabytes (only the head is ever looked at)."""
     if isinstance(value, Enum):
         value = value.value
-    text = " ".join(str(value).split()) if value is not None else ""
-    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+    if value is None:
+        return ""
+    raw = str(value)
+    text = " ".join(raw[: 4 * MAX_REASON].split())
+    if len(text) <= MAX_REASON and len(raw) <= 4 * MAX_REASON:
+        return text
+    return text[: MAX_REASON - 1] + "…"
+
+
+def _inline(value: Any) -> str:
+    """Text safe in a paragraph or a list item: no raw HTML (a `<details>` in a reason would
+    swallow the rest of the comment)."""
+    return _text(value).replace("<", "&lt;")
 
 
 def _cell(value: Any) -> str:
-    """Text safe inside a table cell: pipes escaped, HTML-ish characters neutralised."""
+    """Text safe inside a table cell: on one line, pipes escaped, HTML-ish characters neutralised."""
     return _text(value).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
 
 
@@ -247,3 +314,6 @@ def _code(text: str, in_table: bool = False) -> str:
     if in_table:  # GitHub splits table cells before reading code spans
         text = text.replace("|", "\\|")
     return f"{fence}{padding}{text}{padding}{fence}"
+
+
+register("md", write_markdown)

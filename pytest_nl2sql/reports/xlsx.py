@@ -6,14 +6,21 @@ Spider partial scores, "Data Query Metrics", and a bar chart of accuracy per har
 **Failures** (every case that did not pass, with its row diff), and, with a baseline,
 **Regressions and fixes**. Everything shown comes from the report dict, so the workbook always
 agrees with the JSON report.
+
+Cells hold untrusted text (predictions): text starting with `=` is stored as text, never as a
+formula; control characters are dropped; a lone surrogate or U+FFFE/U+FFFF (which XML cannot hold,
+and which would corrupt the workbook) is written as its escape `\\ud800`; a cell longer than
+Excel's 32,767 characters is cut with a visible marker.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +32,19 @@ from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
+from pytest_nl2sql.files import atomic_open
 from pytest_nl2sql.metrics.termselection import details_text
+from pytest_nl2sql.reports import ReportWriteError, register
+from pytest_nl2sql.vocab import BaselineStatus, Verdict, hardness_sort_key
 
 OVERVIEW = "Overview"
 STATISTICS = "Statistics"
 FAILURES = "Failures"
 CHANGES = "Regressions and fixes"
 
-HARDNESS_ORDER = ("easy", "medium", "hard", "extra")
 MAX_CELL_CHARS = 32_767  # Excel's limit per cell
 MAX_DIFF_ROWS = 20  # rows of a diff shown per cell; the counts give the rest
+MAX_VALUE_CHARS = 200  # characters of one value in a diff row
 MAX_ROW_LINES = 20  # tallest row, in lines of text, so one huge cell cannot hide the sheet
 LINE_HEIGHT = 15.0  # points per line of 11pt text
 PAGE_CHARS = 170  # characters of column width printed on one landscape page, at a legible scale
@@ -60,26 +70,43 @@ SECONDS = "0.000"
 # --------------------------------------------------------------------------- cell helpers
 
 
+# characters XML 1.0 cannot hold that ILLEGAL_CHARACTERS_RE lets through: saved as they are, they
+# make a workbook that neither Excel nor openpyxl can open
+_XML_UNSAFE_RE = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def _plain(value: Any) -> Any:
+    """An enum (a verdict, a baseline status) as its spelling."""
+    return value.value if isinstance(value, Enum) else value
+
+
 def _text(value: Any) -> str:
     """Any report value as cell text: lists joined by lines, mappings as JSON."""
+    value = _plain(value)
     if value is None:
         return ""
     if isinstance(value, str):
-        return value
+        return str(value)
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return "\n".join(value)
+        return "\n".join(str(_plain(v)) for v in value)
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _clean(value: Any) -> Any:
-    """A value openpyxl can store: no control characters, within Excel's cell size."""
+    """A value openpyxl can store: no control characters, nothing XML cannot hold, within
+    Excel's cell size (cut with a visible marker)."""
+    value = _plain(value)
     if value is None or isinstance(value, bool) or isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
             return str(value)
         return value
-    text = ILLEGAL_CHARACTERS_RE.sub("", _text(value))
-    if len(text) > MAX_CELL_CHARS:
-        marker = "\n… (truncated)"
+    text = _text(value)
+    length = len(text)
+    text = text[:MAX_CELL_CHARS]  # before any scan: a value can be megabytes
+    text = ILLEGAL_CHARACTERS_RE.sub("", text)
+    text = _XML_UNSAFE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if length > MAX_CELL_CHARS or len(text) > MAX_CELL_CHARS:
+        marker = f"\n… [cut: {length:,} characters in all]"
         text = text[: MAX_CELL_CHARS - len(marker)] + marker
     return text
 
@@ -99,16 +126,25 @@ def _colour(cell: Any, style: tuple[PatternFill, Font] | None) -> None:
 
 
 def _verdict_style(verdict: str | None, passed: bool | None) -> tuple[PatternFill, Font] | None:
-    if verdict == "gold_error":
+    verdict = _plain(verdict)
+    if verdict == Verdict.GOLD_ERROR.value:
         return _WARN
-    if passed is True or verdict == "pass":
+    if passed is True or verdict == Verdict.PASS.value:
         return _GOOD
     if verdict:
         return _BAD
     return None
 
 
-_BASELINE_STYLES = {"regression": _BAD, "fixed": _GOOD, "known_failure": _WARN}
+_BASELINE_STYLES = {
+    BaselineStatus.REGRESSION.value: _BAD,
+    BaselineStatus.FIXED.value: _GOOD,
+    BaselineStatus.KNOWN_FAILURE.value: _WARN,
+}
+
+
+def _baseline_style(item: Mapping[str, Any]) -> tuple[PatternFill, Font] | None:
+    return _BASELINE_STYLES.get(_plain(item.get("baseline")))  # type: ignore[arg-type]
 
 
 def _lines(text: str, width: float) -> int:
@@ -237,7 +273,7 @@ OVERVIEW_COLUMNS = (
     Column("question", 42, _question, wrap=True),
     Column("database", 18, lambda i: i.get("database"), wrap=True),
     Column("hardness", 10, lambda i: i.get("hardness")),
-    Column("tags", 16, lambda i: ", ".join(map(str, i.get("tags") or [])), wrap=True),
+    Column("tags", 16, lambda i: ", ".join(str(_plain(t)) for t in i.get("tags") or []), wrap=True),
     Column("verdict", 15, lambda i: i.get("verdict"), style=_verdict_cell_style),
     Column("reason", 30, _reason, wrap=True),
     Column("gold SQL", 48, lambda i: i.get("gold"), wrap=True),
@@ -246,21 +282,22 @@ OVERVIEW_COLUMNS = (
     Column("macro precision", 10, _macro("macro_precision"), number_format=SCORE),
     Column("indicator selection details", 55, _details, wrap=True),
     Column("exact match", 9, _exact),
-    Column(
-        "baseline", 14, lambda i: i.get("baseline"),
-        style=lambda i: _BASELINE_STYLES.get(str(i.get("baseline"))),
-    ),
+    Column("baseline", 14, lambda i: i.get("baseline"), style=_baseline_style),
     Column("latency (s)", 10, lambda i: i.get("latency"), number_format=SECONDS),
     Column("nodeid", 40, lambda i: i.get("nodeid")),
 )
 
 
 def _value_text(value: Any) -> str:
+    """One value of a diff row, cut at MAX_VALUE_CHARS: a cell shows twenty rows, not one value."""
     if value is None:
         return "NULL"
     if isinstance(value, str):
-        return repr(value)  # quotes tell the text '1' from the number 1
-    return str(value)
+        if len(value) > MAX_VALUE_CHARS:  # quotes tell the text '1' from the number 1
+            return repr(value[:MAX_VALUE_CHARS]) + f"… [{len(value):,} characters]"
+        return repr(value)
+    text = str(value)
+    return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + f"… [{len(text):,} characters]"
 
 
 def _rows_text(rows: Any, count: Any) -> str:
@@ -312,10 +349,7 @@ FAILURE_COLUMNS = (
     Column("database", 18, lambda i: i.get("database"), wrap=True),
     Column("hardness", 10, lambda i: i.get("hardness")),
     Column("verdict", 15, lambda i: i.get("verdict"), style=_verdict_cell_style),
-    Column(
-        "baseline", 14, lambda i: i.get("baseline"),
-        style=lambda i: _BASELINE_STYLES.get(str(i.get("baseline"))),
-    ),
+    Column("baseline", 14, lambda i: i.get("baseline"), style=_baseline_style),
     Column("reason", 30, _reason, wrap=True),
     Column("gold SQL", 42, lambda i: i.get("gold"), wrap=True),
     Column("predicted SQL", 42, _predicted, wrap=True),
@@ -330,10 +364,7 @@ FAILURE_COLUMNS = (
 
 CHANGE_COLUMNS = (
     Column("id", 24, lambda i: i.get("id")),
-    Column(
-        "change", 12, lambda i: i.get("baseline"),
-        style=lambda i: _BASELINE_STYLES.get(str(i.get("baseline"))),
-    ),
+    Column("change", 12, lambda i: i.get("baseline"), style=_baseline_style),
     Column("verdict", 15, lambda i: i.get("verdict"), style=_verdict_cell_style),
     Column("reason", 30, _reason, wrap=True),
     Column("question", 42, _question, wrap=True),
@@ -364,6 +395,10 @@ class _Cursor:
         _put(self.ws, self.row, 2, value if value is not None else "n/a", number_format)
         self.row += 1
 
+    def note(self, text: str) -> None:
+        _put(self.ws, self.row, 1, text).font = Font(name=_FONT, italic=True)
+        self.row += 1
+
     def table(
         self, headers: Sequence[str], rows: Iterable[Sequence[Any]], formats: Sequence[str | None]
     ) -> tuple[int, int]:
@@ -382,10 +417,6 @@ class _Cursor:
                     cell.alignment = Alignment(horizontal="right")
             self.row += 1
         return first, self.row - 1
-
-
-def _hardness_key(label: str) -> tuple[int, str]:
-    return (HARDNESS_ORDER.index(label), "") if label in HARDNESS_ORDER else (len(HARDNESS_ORDER), str(label))
 
 
 def _bucket_rows(buckets: Mapping[str, Mapping[str, Any]] | None, key: Callable[[str], Any] = str) -> list[list[Any]]:
@@ -410,7 +441,7 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
     bucket_headers = ("total", "passed", "errors", "accuracy")
     formats = (None, None, None, None, PERCENT)
 
-    hardness_rows = _bucket_rows(summary.get("by_hardness"), _hardness_key)
+    hardness_rows = _bucket_rows(summary.get("by_hardness"), hardness_sort_key)
     out.title("Accuracy by hardness")
     first, last = out.table(("hardness", *bucket_headers), hardness_rows, formats)
     if hardness_rows:
@@ -423,11 +454,11 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
     partial = summary.get("partial")
     if partial:
         out.title("Spider partial matching (per component)")
-        out.table(
-            ("component", "accuracy", "recall", "F1"),
-            ([name, s.get("acc"), s.get("rec"), s.get("f1")] for name, s in partial.items()),
-            (None, SCORE, SCORE, SCORE),
-        )
+        counted = any("gold_count" in s or "pred_count" in s for s in partial.values())
+        headers = ("component", "accuracy", "recall", "F1") + (("in gold", "in predictions") if counted else ())
+        out.table(headers, _partial_rows(partial, counted), (None, SCORE, SCORE, SCORE, None, None))
+        if any(_not_applicable(s) for s in partial.values()):
+            out.note("n/a: no gold query and no prediction has the component")
 
     ts = summary.get("term_selection")
     out.title("Data Query Metrics")
@@ -459,9 +490,25 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
         out.pair("p-value (McNemar)", baseline.get("p_value"), "0.0000")
 
     ws.column_dimensions["A"].width = 40
-    for letter in "BCDE":
+    for letter in "BCDEF":
         ws.column_dimensions[letter].width = 13
     _fit_to_width(ws)
+
+
+def _partial_rows(partial: Mapping[str, Mapping[str, Any]], counted: bool) -> list[list[Any]]:
+    """Official scores per component; one that no item has is "n/a" (the official aggregation
+    gives 0 / 0 there and prints 0.000 0.000 1.000, which reads as a score)."""
+    rows = []
+    for name, s in partial.items():
+        scores = ["n/a"] * 3 if _not_applicable(s) else [s.get("acc"), s.get("rec"), s.get("f1")]
+        counts = [s.get("gold_count"), s.get("pred_count")] if counted else []
+        rows.append([name, *scores, *counts])
+    return rows
+
+
+def _not_applicable(scores: Mapping[str, Any]) -> bool:
+    """The counts say that no gold query and no prediction has the component."""
+    return scores.get("pred_count") == 0 and scores.get("gold_count") == 0
 
 
 def _hardness_chart(ws: Worksheet, first: int, last: int) -> None:
@@ -495,10 +542,14 @@ def _changes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     baseline = (report.get("summary") or {}).get("baseline") or {}
     by_key = {key: item for item in items for key in (item.get("id"), item.get("nodeid")) if key is not None}
     rows: list[dict[str, Any]] = []
-    for change, listed in (("regression", baseline.get("regressions")), ("fixed", baseline.get("fixed"))):
+    changes = (
+        (BaselineStatus.REGRESSION.value, baseline.get("regressions")),
+        (BaselineStatus.FIXED.value, baseline.get("fixed")),
+    )
+    for change, listed in changes:
         seen: set[Any] = set()
         for item in items:
-            if item.get("baseline") == change:
+            if _plain(item.get("baseline")) == change:
                 rows.append(dict(item))
                 seen.update((item.get("id"), item.get("nodeid")))
         for key in listed or []:
@@ -508,7 +559,7 @@ def _changes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_xlsx(report: Mapping[str, Any], path: Path) -> None:
+def write_xlsx(report: Mapping[str, Any], path: Path) -> list[Path]:
     """Write the Excel report of `report` (the JSON report dict) to `path`."""
     summary = report.get("summary") or {}
     items = list(report.get("items") or [])
@@ -518,8 +569,13 @@ def write_xlsx(report: Mapping[str, Any], path: Path) -> None:
     _write_table(overview, OVERVIEW_COLUMNS, items)
     _write_statistics(wb.create_sheet(STATISTICS), summary)
     _write_table(wb.create_sheet(FAILURES), FAILURE_COLUMNS, [i for i in items if not i.get("passed")])
-    if summary.get("baseline") or any(i.get("baseline") in ("regression", "fixed") for i in items):
+    changed = (BaselineStatus.REGRESSION.value, BaselineStatus.FIXED.value)
+    if summary.get("baseline") or any(_plain(i.get("baseline")) in changed for i in items):
         _write_table(wb.create_sheet(CHANGES), CHANGE_COLUMNS, _changes(report))
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    wb.save(path)
+    with atomic_open(path, "wb", what="the xlsx report", error=ReportWriteError) as stream:
+        wb.save(stream)
+    return [path]
+
+
+register("xlsx", write_xlsx)

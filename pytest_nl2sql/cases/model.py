@@ -1,0 +1,141 @@
+"""What a case file is read into: `Case`, `InvalidCase`, warnings, and the case keys.
+
+Independent of pytest and of the file formats: the loaders (`read.py`, `sources.py`) fill these in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_nl2sql.engines.url import dialect_of
+
+# Case keys of the contract, plus the free-text keys of the term-selection format.
+CASE_KEYS = frozenset(
+    {
+        "id", "question", "database", "db_id", "db_dir", "gold", "gold_result", "predicted",
+        "dialect", "order", "tags", "hardness", "compare", "conversation", "hint",
+        "name", "comments",
+    }
+)
+# Spider / BIRD spellings accepted for our keys.
+ALIASES = {"query": "gold", "SQL": "gold", "difficulty": "hardness", "question_id": "id", "evidence": "hint"}
+# Keys of Spider / BIRD question files that carry nothing we use.
+IGNORED_KEYS = frozenset({"query_toks", "query_toks_no_value", "question_toks", "sql"})
+# Keys only a `source:` loader sets.
+SOURCE_ONLY_KEYS = frozenset({"tables_json"})
+ORDER_VALUES = ("auto", "ordered", "unordered")
+SOURCE_FORMATS = ("spider", "bird")
+
+
+class CaseFileError(Exception):
+    """A case file (or one entry of it) cannot be read; `str()` names the file and line."""
+
+    def __init__(self, path: Path, line: int | None, message: str) -> None:
+        self.path, self.line, self.message = path, line, message
+        super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One question to evaluate, with everything needed to run it, independent of pytest."""
+
+    id: str
+    file: Path  # the case file
+    line: int | None  # 1-based line of the case in its file (None when unknown)
+    position: int  # zero-based position of the case in its file or source
+    question: str | None = None
+    database: str | None = None  # as the case names it: a db_id, a path or a URL
+    database_target: str | None = None  # what to open: an absolute path or a URL
+    gold: tuple[str, ...] = ()
+    gold_result: tuple[Path, ...] = ()
+    predicted: Any = None
+    dialect: str | None = None
+    order: str = "auto"
+    tags: tuple[str, ...] = ()
+    hardness: str | None = None  # an explicit label; else computed from the gold SQL
+    compare: Mapping[str, Any] = field(default_factory=dict)
+    conversation: tuple[Mapping[str, Any], ...] | None = None
+    hint: str | None = None
+    name: str | None = None
+    tables_json: Path | None = None  # Spider's tables.json beside a `source:` (schema + foreign keys)
+    # Filled in at run time for the predictor hook:
+    schema: str | None = None  # the database's DDL
+    engine: Any = None  # the open database (an `Engine`), to run queries while predicting
+
+    @property
+    def is_term_selection(self) -> bool:
+        return self.conversation is not None
+
+    @property
+    def written_in(self) -> str:
+        """The sqlglot dialect of the case's SQL: its `dialect`, else its own database's."""
+        return self.dialect or dialect_of(self.database_target or "")
+
+    @property
+    def gold_value(self) -> str | list[str] | None:
+        """Gold as the JSON report shows it: a string, a list when several, None for gold_result."""
+        if not self.gold:
+            return None
+        return self.gold[0] if len(self.gold) == 1 else list(self.gold)
+
+    def replace(self, **changes: Any) -> "Case":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class InvalidCase:
+    """An entry of a case file that could not be read: reported as an error item, not a crash.
+
+    `id` is the item's name, unique within the file and free of `::` (so the item can be
+    selected): the case's own id when it has a usable one, else a generated name such as
+    `case-0003` or `a [duplicate at line 7]`."""
+
+    id: str
+    file: Path
+    line: int | None
+    position: int
+    message: str
+
+    @property
+    def error(self) -> CaseFileError:
+        return CaseFileError(self.file, self.line, self.message)
+
+
+Entry = Case | InvalidCase
+
+
+@dataclass(frozen=True)
+class CaseFileWarning:
+    """Something suspicious but not broken in a case file (e.g. it holds no cases).
+    `str()` is `path:line: message` (or `path: message`), like `CaseFileError`."""
+
+    path: Path
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class CaseFileContents:
+    """What `read_case_file` returns: the entries (cases and broken entries, in file order) and
+    the warnings about the file."""
+
+    entries: list[Entry]
+    warnings: list[CaseFileWarning] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A raw entry that could not even be parsed (e.g. a JSONL line that is not JSON)."""
+
+    message: str
+
+
+def default_id(position: int) -> str:
+    return f"case-{position:04d}"

@@ -1,0 +1,147 @@
+"""YAML and JSON parsing with limits, so that no case file can stop the run.
+
+Two attacks (or accidents) are refused before any Python object is built:
+
+- **Alias expansion** ("billion laughs"): YAML anchors and aliases let a few hundred bytes stand for
+  a structure of 10**9 values. PyYAML shares the aliased objects, so loading is cheap, but anything
+  that walks the data (`str()` of an id, an error message, `json.dumps` into a report) expands it and
+  exhausts memory. Aliases stay allowed — `compare: *strict` or `<<: *defaults` are useful — but the
+  composer counts the nodes every alias stands for (its whole subtree, aliases inside expanded) and
+  refuses a document once that count passes `MAX_ALIAS_NODES` for the file. An alias to a
+  collection that contains it (a recursive structure) is refused outright.
+- **Nesting**: PyYAML's composer and constructor and Python's `json` recurse once per level, so
+  `[[[[…]]]]` 50,000 deep raises RecursionError. Nesting deeper than `MAX_DEPTH` is refused
+  while composing YAML (before construction) and by a linear scan before `json.loads`;
+  RecursionError is still caught around both, as a last resort.
+
+A refusal is a `yaml.YAMLError` / `ValueError` with the line where it happened, which the loader
+turns into one broken entry (an ERROR item): the rest of the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+from yaml.composer import ComposerError
+
+MAX_DEPTH = 100  # nesting levels; the deepest real case (a term-selection target) has about 10
+MAX_ALIAS_NODES = 100_000  # values that aliases may stand for, per file
+
+
+class _LimitedLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` with a nesting limit and an alias-expansion budget (see the module)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._open: set[str] = set()  # anchors of the collections being composed
+        self._sizes: dict[int, tuple[yaml.Node, int]] = {}  # id(node) -> (node, expanded size)
+        self._expanded = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            node = self.anchors.get(event.anchor)
+            if node is not None:  # an undefined alias is reported by PyYAML itself
+                if event.anchor in self._open:
+                    raise ComposerError(None, None, f"alias *{event.anchor} refers to a collection that contains it "
+                                        "(a recursive structure)", event.start_mark)
+                self._expanded += self._size(node)
+                if self._expanded > MAX_ALIAS_NODES:
+                    raise ComposerError(None, None, f"aliases expand to more than {MAX_ALIAS_NODES} values "
+                                        "(a \"billion laughs\" file?)", event.start_mark)
+            return super().compose_node(parent, index)
+        if self._depth >= MAX_DEPTH:
+            raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+        anchor = event.anchor if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)) else None
+        self._depth += 1
+        if anchor is not None:
+            self._open.add(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            if anchor is not None:
+                self._open.discard(anchor)
+
+    def _size(self, node: yaml.Node) -> int:
+        """How many nodes `node` stands for, aliases expanded (memoised: shared nodes are cheap)."""
+        known = self._sizes.get(id(node))
+        if known is not None:
+            return known[1]
+        if isinstance(node, yaml.SequenceNode):
+            size = 1 + sum(self._size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            size = 1 + sum(self._size(k) + self._size(v) for k, v in node.value)
+        else:
+            size = 1
+        self._sizes[id(node)] = (node, size)  # the node is kept alive, so its id stays its own
+        return size
+
+
+class NestingError(ValueError):
+    """A JSON text nested deeper than `MAX_DEPTH`."""
+
+
+def yaml_documents(text: str) -> Iterator[tuple[yaml.Node, Any]]:
+    """Each YAML document as (node, data): the node keeps line numbers for error messages.
+    Raises `yaml.YAMLError` (with a mark) for a syntax error or a refused file."""
+    loader = _LimitedLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            yield node, loader.construct_document(node)
+    except RecursionError:  # a last resort: the depth limit should have refused it first
+        mark = getattr(loader, "get_mark", lambda: None)()
+        raise ComposerError(None, None, "nested too deeply", mark) from None
+    finally:
+        loader.dispose()
+
+
+def yaml_error(error: yaml.YAMLError, text: str) -> tuple[int | None, str]:
+    """(line, message) of a YAML error: the line of the offending token (PyYAML's problem mark),
+    or where the unfinished construct starts when the problem is only found at the end of the file."""
+    problem_mark = getattr(error, "problem_mark", None)
+    context_mark = getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or str(error)
+    context = getattr(error, "context", None)
+    at_end = problem_mark is None or problem_mark.index >= len(text.rstrip())
+    mark = context_mark if at_end and context_mark is not None else problem_mark
+    message = f"invalid YAML: {problem}"
+    if context and context_mark is not None:
+        message += f" ({context} that starts on line {context_mark.line + 1})"
+    return (mark.line + 1 if mark is not None else None), message
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def json_too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """True when `text` nests arrays and objects deeper than `limit` (brackets inside strings
+    do not count); a linear scan, done only when there are more brackets than `limit`."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for bracket in _JSON_BRACKETS.findall(_JSON_STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def load_json(text: str) -> Any:
+    """`json.loads`, refusing nesting deeper than `MAX_DEPTH` (a `NestingError`, a ValueError)."""
+    if json_too_deep(text):
+        raise NestingError(f"nested deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise NestingError("nested too deeply") from None

@@ -1,0 +1,743 @@
+"""The process in which the SQLite and DuckDB engines run untrusted SQL (its parent: `worker.py`).
+
+A query can hold the CPU inside one step of the database where no interrupt is ever looked at:
+SQLite's `printf('%.*c', 2147483647, 'x')` builds its string for ~10 s and `instr()` of two long
+strings compares for hours, none of it reaching a progress handler. DuckDB builds a whole 2048-row
+vector before the first row can be fetched, gigabytes for `repeat('x', 10000000)`, whatever its
+`memory_limit`. Neither can be stopped from inside the process, so the query runs here, in a child
+that the parent kills when it overruns its deadline, and whose address space is capped
+(`RLIMIT_AS`) so that a query's memory ends in an error instead of exhausting the machine.
+
+Run as a script, `python worker_child.py KIND ADDRESS_SPACE_BYTES`; it imports only the standard
+library at start (DuckDB's child adds `duckdb` and `base.py` when it opens its database), so it
+starts in ~20 ms. It reads requests from stdin and writes replies to stdout, each a pickle behind an
+8-byte length; every request gets exactly one reply:
+
+    ("open", handle, kind_args)   -> None         open a database (SqliteSession / DuckdbSession)
+    ("run", handle, sql, timeout, stated_timeout, max_rows, max_value_bytes)
+                                  -> (columns, rows, done)   start a query, with its first rows
+    ("more", handle)              -> (rows, done)             the next rows of the running query
+    ("stop", handle)              -> None         drop the running query's cursor
+    ("read", handle, sql, params) -> rows         our own trusted schema queries
+    ("close", handle)             -> None
+    ("info",)                     -> {...}        pid, heap and address-space limits (for tests)
+
+A reply is ("ok", payload) or ("err", kind, message), kind being one of `ERROR_KINDS`. Rows travel
+in batches of at most `BATCH_ROWS` rows / about `BATCH_BYTES`, so neither process ever holds more
+than one batch beyond what the parent decided to keep; the parent applies the result caps
+(`SizeBudget`) and says `stop` when one is passed. The child stops by itself after `max_rows + 1`
+rows (enough for the parent to see that the cap was passed).
+
+The SQLite session also carries the guards that decide what may run at all (see `SqliteSession`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":
+    # Run as a script, the engines directory is sys.path[0]: its duckdb.py would shadow DuckDB.
+    del sys.path[0]
+
+import codecs
+import math
+import os
+import pickle
+import signal
+import sqlite3
+import struct
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+HEADER = struct.Struct("<Q")  # length of the pickle that follows
+PICKLE_PROTOCOL = pickle.HIGHEST_PROTOCOL
+
+BATCH_ROWS = 2_000  # rows per reply at most
+BATCH_BYTES = 4 * 1024 * 1024  # and about this many bytes (estimated as `SizeBudget` does)
+
+ERROR_KINDS = ("query", "timeout", "rows", "memory", "missing")
+"""query: QueryError · timeout: QueryTimeout · rows: TooManyRows · memory: the query needed more
+memory than the process may use (TooManyRows; the parent restarts the child, whose heap may stay
+fragmented) · missing: DatabaseMissing."""
+
+# -- SQLite guards --------------------------------------------------------------------------------
+
+# Every this many virtual-machine steps SQLite calls our deadline check (one short Python call);
+# rare enough to cost nothing measurable, often enough to stop within a millisecond or so.
+PROGRESS_STEPS = 1_000
+
+# Ceiling on SQLite's heap in the child process (all its connections together). The child is
+# ours alone, so it is always set: a row of many huge values fails with "out of memory".
+HEAP_LIMIT_BYTES = 1024**3
+
+_ALLOWED_ACTIONS = frozenset(
+    getattr(sqlite3, name)
+    for name in ("SQLITE_SELECT", "SQLITE_READ", "SQLITE_RECURSIVE")
+    if hasattr(sqlite3, name)
+)
+
+# Functions that touch the file system, load code, or register C pointers.
+DENIED_FUNCTIONS = frozenset(
+    {"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "fsdir", "zipfile"}
+)
+
+# Pragmas that only describe the schema; reachable as `pragma_table_info('t')` inside a SELECT.
+ALLOWED_PRAGMAS = frozenset(
+    {
+        "table_info",
+        "table_xinfo",
+        "table_list",
+        "index_list",
+        "index_info",
+        "index_xinfo",
+        "foreign_key_list",
+        "collation_list",
+        "database_list",
+        "function_list",
+        "module_list",
+        "pragma_list",
+    }
+)
+
+_SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_temp_master", "sqlite_schema"})
+
+_ACTION_NAMES = {
+    getattr(sqlite3, name): name.removeprefix("SQLITE_").replace("_", " ")
+    for name in (
+        "SQLITE_CREATE_INDEX", "SQLITE_CREATE_TABLE", "SQLITE_CREATE_TEMP_INDEX",
+        "SQLITE_CREATE_TEMP_TABLE", "SQLITE_CREATE_TEMP_TRIGGER", "SQLITE_CREATE_TEMP_VIEW",
+        "SQLITE_CREATE_TRIGGER", "SQLITE_CREATE_VIEW", "SQLITE_DELETE", "SQLITE_DROP_INDEX",
+        "SQLITE_DROP_TABLE", "SQLITE_DROP_TEMP_INDEX", "SQLITE_DROP_TEMP_TABLE",
+        "SQLITE_DROP_TEMP_TRIGGER", "SQLITE_DROP_TEMP_VIEW", "SQLITE_DROP_TRIGGER",
+        "SQLITE_DROP_VIEW", "SQLITE_INSERT", "SQLITE_PRAGMA", "SQLITE_READ", "SQLITE_SELECT",
+        "SQLITE_TRANSACTION", "SQLITE_UPDATE", "SQLITE_ATTACH", "SQLITE_DETACH",
+        "SQLITE_ALTER_TABLE", "SQLITE_REINDEX", "SQLITE_ANALYZE", "SQLITE_CREATE_VTABLE",
+        "SQLITE_DROP_VTABLE", "SQLITE_FUNCTION", "SQLITE_SAVEPOINT", "SQLITE_RECURSIVE",
+    )  # fmt: skip
+    if hasattr(sqlite3, name)
+}
+
+
+class Refusal(Exception):
+    """A query (or open) that failed; `kind` (one of `ERROR_KINDS`) says how the parent reports it."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def timeout_message(timeout: float) -> str:
+    return f"the query ran longer than {timeout:g} s and was stopped"
+
+
+_SIZED = frozenset({str, bytes})
+
+
+def row_size(row: tuple[Any, ...]) -> int:
+    """About the size `SizeBudget` counts for a row (only used here to size batches)."""
+    size = 64
+    for value in row:
+        size += len(value) if type(value) in _SIZED else 16
+    return size
+
+
+class Session:
+    """One open database in the child, and the query running on it (at most one).
+
+    A database implements `_start`, `_fetch` (or `more` itself), `_finish`, `read` and `close`.
+    """
+
+    MAX_STEP = 256  # rows per _fetch call at most
+
+    def __init__(self) -> None:
+        self._left = 0  # rows the running query may still send (max_rows + 1 in all)
+        self._running = False
+        self._stated_timeout = 0.0  # the time limit as the user set it, for messages
+
+    # what each database implements
+    def _start(self, sql: str, timeout: float, max_value_bytes: int) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def _fetch(self, count: int) -> list[tuple[Any, ...]]:
+        """Up to `count` more rows of the running query; fewer when it has no more."""
+        raise NotImplementedError
+
+    def _finish(self) -> None:
+        raise NotImplementedError
+
+    def read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # the protocol
+    def run(
+        self, sql: str, timeout: float, stated_timeout: float, max_rows: int, max_value_bytes: int
+    ) -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool]:
+        """Start `sql`, to be interrupted `timeout` seconds from now (`stated_timeout` is the limit
+        the user set, of which a retry may have less left)."""
+        self.stop()
+        self._stated_timeout = stated_timeout
+        self._left = max(0, max_rows) + 1
+        self._running = True
+        try:
+            columns = self._start(sql, timeout, max_value_bytes)
+        except BaseException:
+            self.stop()
+            raise
+        rows, done = self.more()
+        return columns, rows, done
+
+    def more(self) -> tuple[list[tuple[Any, ...]], bool]:
+        """The next batch. Rows are fetched a few at a time, as many as the rest of the batch
+        holds at the size of the rows seen last (one row first), so a batch of huge values is
+        not fetched whole before it is measured."""
+        if not self._running:
+            return [], True
+        rows: list[tuple[Any, ...]] = []
+        size = 0
+        step = 1
+        done = False
+        try:
+            while len(rows) < BATCH_ROWS and size < BATCH_BYTES:
+                want = min(step, self._left, BATCH_ROWS - len(rows))
+                chunk = self._fetch(want) if want else []
+                self._left -= len(chunk)
+                chunk_size = sum(map(row_size, chunk))
+                size += chunk_size
+                rows.extend(chunk)
+                if len(chunk) < want or not self._left:
+                    done = True
+                    break
+                per_row = max(1, chunk_size // len(chunk))
+                step = max(1, min(self.MAX_STEP, (BATCH_BYTES - size) // per_row))
+        except BaseException:
+            self.stop()
+            raise
+        if done:
+            self.stop()
+        return rows, done
+
+    def stop(self) -> None:
+        if self._running:
+            self._running = False
+            self._finish()
+
+
+class SqliteSession(Session):
+    """A read-only SQLite connection that can never change its database, with its guards.
+
+    * the file is opened through a `file:` URI with `mode=ro`, so SQLite never creates or writes it;
+    * an authorizer (checked when a statement is prepared) lets through only what a SELECT needs:
+      reading tables, calling functions other than a few dangerous ones, recursive CTEs, and a
+      short list of schema-introspection pragmas (`pragma_table_info(...)`). Writes of any kind
+      (TEMP objects too), ATTACH/DETACH (and so VACUUM INTO), other pragmas, transaction control,
+      ANALYZE and virtual-table DDL are denied, so no query can leave state behind for the next;
+    * `PRAGMA query_only`, `SQLITE_LIMIT_ATTACHED = 0` and disabled extension loading as depth;
+    * a progress handler that interrupts the virtual machine at the deadline, during both
+      execution and fetching (the parent kills the process when a single step outlasts it);
+    * `SQLITE_LIMIT_LENGTH` bounds every string/blob a query builds (`Limits.max_value_bytes`);
+      SQLite's default limits on expression depth (1000) and compound SELECT terms (500) stay;
+    * `hard_heap_limit` (`HEAP_LIMIT_BYTES`) on the child's SQLite heap, so that a row of many
+      huge values fails with "out of memory", and sorts and temp b-trees stay in memory
+      (`temp_store = MEMORY`) under that ceiling instead of filling the disk.
+
+    The statement cache is off (`cached_statements=0`): the authorizer runs when a statement is
+    prepared, and some of its decisions depend on the statement at hand (a table-valued pragma is
+    allowed inside a SELECT, never as a `PRAGMA` statement), which a cached statement would skip.
+    """
+
+    def __init__(self, path: str, text_errors: str) -> None:
+        super().__init__()
+        codecs.lookup_error(text_errors)
+        self.path = path
+        self._deadline = math.inf
+        self._max_value_bytes = 0
+        self._denied: str | None = None  # what the authorizer refused last, for the message
+        self._in_select = False  # the statement being prepared began as a SELECT
+        self._cursor: sqlite3.Cursor | None = None
+        self._conn = _connect_sqlite(Path(path))
+        try:
+            self._configure(text_errors)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _configure(self, text_errors: str) -> None:
+        conn = self._conn
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as error:
+            raise Refusal("missing", f"cannot read SQLite database {self.path}: {error}") from None
+        conn.execute("PRAGMA temp_store = MEMORY")
+        conn.execute("PRAGMA query_only = 1")
+        conn.execute(f"PRAGMA hard_heap_limit = {HEAP_LIMIT_BYTES}")
+        if hasattr(conn, "enable_load_extension"):  # absent when Python was built without it
+            conn.enable_load_extension(False)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_WORKER_THREADS, 0)
+        conn.text_factory = partial(bytes.decode, encoding="utf-8", errors=text_errors)
+        conn.set_authorizer(self._authorize)
+        conn.set_progress_handler(self._past_deadline, PROGRESS_STEPS)
+
+    def _authorize(
+        self, action: int, arg1: str | None, arg2: str | None, _db: str | None, _src: str | None
+    ) -> int:
+        """SQLite asks this for every operation a statement being prepared would perform.
+
+        Some operations are allowed only inside a statement that began as a SELECT: the
+        table-valued pragmas, and the internal `sqlite_master` bookkeeping SQLite does when a
+        SELECT first uses an eponymous virtual table (`json_each`, `pragma_table_info`).
+        """
+        if action in _ALLOWED_ACTIONS:
+            if action == sqlite3.SQLITE_SELECT:
+                self._in_select = True
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_FUNCTION:
+            if (arg2 or "").lower() not in DENIED_FUNCTIONS:
+                return sqlite3.SQLITE_OK
+            self._denied = f"function {arg2}()"
+            return sqlite3.SQLITE_DENY
+        if self._in_select:
+            if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in ALLOWED_PRAGMAS:
+                return sqlite3.SQLITE_OK
+            if action == sqlite3.SQLITE_UPDATE and arg1 in _SCHEMA_TABLES:
+                return sqlite3.SQLITE_OK
+        what = _ACTION_NAMES.get(action, f"operation {action}")
+        self._denied = f"{what} {arg1}" if arg1 else what
+        return sqlite3.SQLITE_DENY
+
+    def _past_deadline(self) -> bool:
+        return time.monotonic() > self._deadline
+
+    def _start(self, sql: str, timeout: float, max_value_bytes: int) -> tuple[str, ...]:
+        conn = self._conn
+        self._denied = None
+        self._in_select = False
+        self._max_value_bytes = max_value_bytes
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, max_value_bytes))
+        self._deadline = time.monotonic() + timeout
+        self._cursor = cursor = conn.cursor()
+        try:
+            cursor.execute(sql)
+        except (sqlite3.Error, sqlite3.Warning, ValueError, MemoryError) as error:
+            raise self._translate(error) from None
+        if cursor.description is None:
+            raise Refusal("query", "the query returns no result: only a SELECT may run")
+        return tuple(d[0] for d in cursor.description)
+
+    def more(self) -> tuple[list[tuple[Any, ...]], bool]:
+        """`Session.more`, inlined: this loop runs for every row of every SQLite query."""
+        cursor = self._cursor
+        if not self._running or cursor is None:
+            return [], True
+        rows: list[tuple[Any, ...]] = []
+        append = rows.append
+        want = min(self._left, BATCH_ROWS)
+        size = 0
+        done = True
+        try:
+            for row in cursor:  # one row at a time: no batch overshoots the caps
+                append(row)
+                size += 64
+                for value in row:
+                    size += len(value) if type(value) in _SIZED else 16
+                if len(rows) >= want or size >= BATCH_BYTES:
+                    done = False
+                    break
+        except (sqlite3.Error, sqlite3.Warning, ValueError, MemoryError) as error:
+            refusal = self._translate(error)  # before stop(), which forgets the deadline
+            self.stop()
+            raise refusal from None
+        except BaseException:
+            self.stop()
+            raise
+        self._left -= len(rows)
+        if done or not self._left:
+            self.stop()
+            done = True
+        return rows, done
+
+    def _finish(self) -> None:
+        self._deadline = math.inf
+        if self._cursor is not None:
+            self._cursor.close()
+            self._cursor = None
+        if self._conn.in_transaction:  # cannot happen while BEGIN is denied; cheap to be sure
+            self._conn.rollback()
+
+    def _translate(self, error: Exception) -> Refusal:
+        message = str(error)
+        if isinstance(error, MemoryError) or message == "out of memory":
+            return Refusal(
+                "memory",
+                f"the query needed more memory than SQLite may use here"
+                f" ({HEAP_LIMIT_BYTES >> 20} MiB heap)",
+            )
+        if message == "interrupted" and time.monotonic() >= self._deadline:
+            return Refusal("timeout", timeout_message(self._stated_timeout))
+        if message.startswith(("not authorized", "authorization denied")) and self._denied:
+            return Refusal(
+                "query", f"not allowed: {self._denied} (only a read-only SELECT may run)"
+            )
+        if message.startswith("string or blob too big"):
+            return Refusal(
+                "query",
+                f"string or blob too big: a value would exceed {self._max_value_bytes} bytes",
+            )
+        if message.startswith("You can only execute one statement at a time"):
+            return Refusal("query", "only one SQL statement may run per query; found more than one")
+        return Refusal("query", message)
+
+    def read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Our own schema queries (trusted, but they pass the same authorizer)."""
+        self.stop()
+        self._in_select = False
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except (sqlite3.Error, ValueError) as error:
+            raise Refusal("query", str(error)) from None
+
+    def close(self) -> None:
+        self.stop()
+        self._conn.close()
+
+
+def sqlite_uri(path: Path) -> str:
+    """A read-only `file:` URI for `path` (percent-quoted, so `?`, `#` and `%` in names work).
+
+    `immutable=1` is added only for a WAL-mode file without a `-wal` file beside it: there
+    `mode=ro` would create `-wal`/`-shm` files in the database's directory, while `immutable`
+    reads the main file as the whole database. Elsewhere `mode=ro` keeps SQLite's locking, so a
+    file rewritten during a session (a fixture regenerating it) is read correctly.
+    """
+    params = "mode=ro"
+    if _is_wal_without_log(path):
+        params += "&immutable=1"
+    return f"{path.as_uri()}?{params}"
+
+
+def _connect_sqlite(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise Refusal("missing", f"database file not found: {path}")
+    if not path.is_file():
+        raise Refusal("missing", f"database path is not a file: {path}")
+    try:
+        return sqlite3.connect(
+            sqlite_uri(path), uri=True, isolation_level=None, cached_statements=0
+        )
+    except sqlite3.Error as error:
+        raise Refusal("missing", f"cannot open SQLite database {path}: {error}") from None
+
+
+def _is_wal_without_log(path: Path) -> bool:
+    """Header bytes 18-19 are 2 in WAL mode (https://sqlite.org/fileformat.html)."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return False
+    wal = len(header) == 20 and header[18] == 2 and header[19] == 2
+    return wal and not path.with_name(path.name + "-wal").exists()
+
+
+# -- DuckDB ---------------------------------------------------------------------------------------
+
+
+class DuckdbSession(Session):
+    """A read-only DuckDB connection: one SELECT statement per query, interrupted at the deadline.
+
+    DuckDB parses the SQL itself (`extract_statements`), so the statement check is exact: one
+    statement, of type SELECT (which includes `FROM t`, `VALUES`, `DESCRIBE`, `SHOW`); the very
+    statement object that was checked is the one executed. Values become plain Python values
+    (`base.plain_row`) here, before they are counted, so a list or struct value is counted at the
+    size of the text it becomes; a single value larger than `max_value_bytes` is refused as
+    SQLite's `SQLITE_LIMIT_LENGTH` refuses it.
+    """
+
+    def __init__(self, path: str, config: dict[str, Any]) -> None:
+        super().__init__()
+        self.path = path
+        self._duckdb = duckdb = _import_duckdb()
+        self._timer: threading.Timer | None = None
+        self._deadline = math.inf
+        self._max_value_bytes = 0
+        self._memory_limit = str(config.get("memory_limit", ""))
+        if not Path(path).is_file():
+            raise Refusal("missing", f"database file not found: {path}")
+        try:
+            self._conn = duckdb.connect(path, read_only=True, config=dict(config))
+        except duckdb.Error as error:
+            raise Refusal("missing", f"cannot open DuckDB database {path}: {error}") from None
+
+    def _start(self, sql: str, timeout: float, max_value_bytes: int) -> tuple[str, ...]:
+        duckdb, conn = self._duckdb, self._conn
+        self._max_value_bytes = max_value_bytes
+        try:
+            statements = conn.extract_statements(sql)
+        except duckdb.Error as error:
+            raise Refusal("query", _message(error)) from None
+        if not statements:
+            raise Refusal("query", "the query contains no SQL statement")
+        if len(statements) > 1:
+            raise Refusal("query", "only one SQL statement may run per query; found more than one")
+        (statement,) = statements
+        if statement.type != duckdb.StatementType.SELECT:
+            raise Refusal("query", f"only a read-only SELECT may run, not {statement.type.name}")
+        self._deadline = time.monotonic() + timeout
+        self._timer = timer = threading.Timer(timeout, conn.interrupt)
+        timer.daemon = True
+        timer.start()
+        try:
+            conn.execute(statement)
+        except Exception as error:  # noqa: BLE001 - translated: every DuckDB failure is the query's
+            raise self._translate(error) from None
+        return tuple(d[0] for d in conn.description or ())
+
+    def _fetch(self, count: int) -> list[tuple[Any, ...]]:
+        try:
+            rows = [_plain_row(row) for row in self._conn.fetchmany(count)]
+        except Exception as error:  # noqa: BLE001
+            raise self._translate(error) from None
+        limit = self._max_value_bytes
+        for row in rows:
+            for value in row:
+                if isinstance(value, (str, bytes)) and len(value) > limit:
+                    raise Refusal(
+                        "query", f"string or blob too big: a value would exceed {limit} bytes"
+                    )
+        return rows
+
+    def _finish(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            timer.join()
+        self._deadline = math.inf
+
+    def _translate(self, error: BaseException) -> Refusal:
+        duckdb = self._duckdb
+        if isinstance(error, MemoryError) or isinstance(error, duckdb.OutOfMemoryException):
+            first = _message(error).splitlines()[0] if _message(error) else "out of memory"
+            return Refusal(
+                "memory",
+                f"the query needed more memory than DuckDB may use here (memory_limit"
+                f" {self._memory_limit}, the worker process capped): {first}",
+            )
+        if isinstance(error, (duckdb.InterruptException, RuntimeError)):
+            if time.monotonic() >= self._deadline:
+                return Refusal("timeout", timeout_message(self._stated_timeout))
+        return Refusal("query", _message(error))
+
+    def read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        self.stop()
+        try:
+            return [_plain_row(row) for row in self._conn.execute(sql, params).fetchall()]
+        except self._duckdb.Error as error:
+            raise Refusal("query", _message(error)) from None
+
+    def close(self) -> None:
+        self.stop()
+        self._conn.close()
+
+
+def _message(error: BaseException) -> str:
+    return str(error).strip()
+
+
+def _import_duckdb() -> Any:
+    try:
+        import duckdb
+    except ImportError:
+        raise Refusal("missing", "DuckDB databases need the duckdb package") from None
+    return duckdb
+
+
+_PLAIN_TYPES = frozenset({int, float, str, bytes, type(None)})
+
+
+def _plain_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`base.plain_row`, imported only for a row that needs it (it costs sqlglot's import)."""
+    for value in row:
+        if type(value) not in _PLAIN_TYPES:
+            return _base().plain_row(row)
+    return row
+
+
+_BASE: Any = None
+
+
+def _base() -> Any:
+    """`engines/base.py`, loaded by file name: importing the package would import all of it."""
+    global _BASE
+    if _BASE is None:
+        if __name__ == "__main__":
+            import importlib.util
+
+            path = Path(__file__).with_name("base.py")
+            spec = importlib.util.spec_from_file_location("_nl2sql_engine_base", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module  # dataclasses look their module up
+            spec.loader.exec_module(module)
+            _BASE = module
+        else:  # imported in-process (benchmarks, tests)
+            from pytest_nl2sql.engines import base
+
+            _BASE = base
+    return _BASE
+
+
+# -- the server -----------------------------------------------------------------------------------
+
+OPENERS: dict[str, Callable[..., Session]] = {"sqlite": SqliteSession, "duckdb": DuckdbSession}
+
+
+def read_message(read: Callable[[int], bytes]) -> Any:
+    """One message; EOFError at the end of the stream."""
+    header = _read_exact(read, HEADER.size)
+    (length,) = HEADER.unpack(header)
+    return pickle.loads(_read_exact(read, length))
+
+
+def _read_exact(read: Callable[[int], bytes], size: int) -> bytes:
+    data = read(size)
+    if len(data) == size:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        if not data:
+            raise EOFError
+        data = read(size - got)
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
+
+
+def encode(message: Any) -> bytes:
+    data = pickle.dumps(message, PICKLE_PROTOCOL)
+    return HEADER.pack(len(data)) + data
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class Server:
+    """The child's state: its open sessions by handle."""
+
+    def __init__(self, address_space: int) -> None:
+        self.sessions: dict[int, Session] = {}
+        self.address_space = address_space
+
+    def handle(self, message: tuple[Any, ...]) -> Any:
+        op = message[0]
+        if op == "run":
+            _, handle, sql, timeout, stated_timeout, max_rows, max_value_bytes = message
+            return self.sessions[handle].run(sql, timeout, stated_timeout, max_rows, max_value_bytes)
+        if op == "more":
+            return self.sessions[message[1]].more()
+        if op == "stop":
+            self.sessions[message[1]].stop()
+            return None
+        if op == "read":
+            _, handle, sql, params = message
+            return self.sessions[handle].read(sql, params)
+        if op == "open":
+            _, handle, kind, args = message
+            old = self.sessions.pop(handle, None)
+            if old is not None:
+                old.close()
+            self.sessions[handle] = OPENERS[kind](*args)
+            return None
+        if op == "close":
+            session = self.sessions.pop(message[1], None)
+            if session is not None:
+                session.close()
+            return None
+        if op == "info":
+            probe = sqlite3.connect(":memory:")
+            try:
+                (heap,) = probe.execute("PRAGMA hard_heap_limit").fetchone()
+            finally:
+                probe.close()
+            return {"pid": os.getpid(), "heap_limit": heap, "address_space": self.address_space}
+        raise Refusal("query", f"unknown request {op!r}")
+
+    def reply(self, message: tuple[Any, ...]) -> bytes:
+        try:
+            return encode(("ok", self.handle(message)))
+        except Refusal as refusal:
+            return encode(("err", refusal.kind, refusal.message))
+        except MemoryError:
+            return encode(("err", "memory", "the query needed more memory than the worker may use"))
+        except Exception as error:  # noqa: BLE001 - a bug here must not end the process silently
+            return encode(("err", "query", f"{type(error).__name__}: {error}"))
+
+
+def _cap_address_space(limit: int) -> None:
+    if limit <= 0:
+        return
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, ValueError, OSError):  # not on this platform: the parent still kills
+        pass
+
+
+def _leave_with_parent() -> None:
+    """A daemon thread that ends the process once its parent is gone (mid-query, when no EOF
+    on stdin would be read)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="nl2sql-parent-watch", daemon=True).start()
+
+
+def serve(kind: str, address_space: int) -> None:
+    """Answer requests on stdin until it closes. stdout is kept for replies only: file
+    descriptor 1 is pointed at stderr, so that nothing a library prints can corrupt them."""
+    requests = os.fdopen(os.dup(0), "rb", buffering=0)
+    replies = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _cap_address_space(address_space)
+    _leave_with_parent()
+    server = Server(address_space)
+    read = requests.read
+    while True:
+        try:
+            message = read_message(read)
+        except EOFError:
+            break
+        reply = server.reply(message)
+        try:
+            write_all(replies, reply)
+        except BrokenPipeError:
+            break
+    for session in server.sessions.values():
+        session.close()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,146 @@
+"""Asking for a prediction: what the model is given (`PredictionRequest`) and where the answer
+comes from (the predictor hook, a predictions file, the case itself).
+
+The request is not the `Case`: a case is the parsed spec (gold, comparison options, where it was
+read); a request is what a model may see (question, hint, schema, the open database) and nothing
+that would give the answer away.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_nl2sql.cases.predictions import PredictionStore, prediction_key
+from pytest_nl2sql.cases.read import Case
+
+
+@dataclass(frozen=True)
+class PredictionRequest:
+    """What the predictor hook receives as `case`: the question and everything a model may use."""
+
+    id: str
+    file: Path
+    question: str | None
+    hint: str | None  # BIRD's evidence
+    dialect: str  # the sqlglot dialect the prediction should be written in
+    database: str | None  # as the case names it (a db_id, a path or a URL)
+    schema: str | None  # the database's DDL text (None for term-selection cases)
+    tags: tuple[str, ...]
+    conversation: tuple[Mapping[str, Any], ...] | None  # term selection: up to the turn to answer
+    engine: Any  # the open, read-only database (an `Engine`), to explore while predicting
+    position: int  # the case's zero-based position in its file
+    key: str  # what a recorded answer depends on (question, schema, whole conversation)
+
+    @classmethod
+    def for_case(cls, case: Case, *, schema: str | None, engine: Any, dialect: str) -> "PredictionRequest":
+        conversation = list(case.conversation) if case.conversation is not None else None
+        return cls(
+            id=case.id, file=case.file, question=case.question, hint=case.hint, dialect=dialect,
+            database=case.database, schema=schema, tags=case.tags, conversation=case.conversation,
+            engine=engine, position=case.position, key=prediction_key(case.question, schema, conversation),
+        )
+
+    def at_turn(self, conversation: tuple[Mapping[str, Any], ...]) -> "PredictionRequest":
+        """The request for one targeted turn of a conversation (the question is that turn's)."""
+        from dataclasses import replace
+
+        return replace(self, conversation=conversation, question=conversation[-1].get("content"))
+
+
+class PredictionSource:
+    """Where a prediction came from; the spelling is stored in reports and recordings."""
+
+    HOOK = "hook"
+    FILE = "file"
+    CASE = "case"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class PredictionOutcome:
+    """A prediction, where it came from, and how long the predictor took."""
+
+    value: Any
+    source: str  # a PredictionSource
+    latency: float | None = None
+    error: str | None = None  # a predictor exception, one line: "RuntimeError: model down"
+    traceback: str | None = None  # its traceback, from the user's hook down (for the failure text)
+    stale: bool = False  # a recorded prediction whose question or schema has changed
+    key: str | None = None
+
+    def report_fields(self) -> dict[str, Any]:
+        """What a case result keeps of its prediction's provenance (`--nl2sql-record` reads it)."""
+        extra: dict[str, Any] = {"prediction_source": self.source}
+        if self.source == PredictionSource.HOOK and self.key:
+            extra["key"] = self.key
+        if self.error is not None:
+            extra["error"] = self.error
+            if self.traceback:
+                extra["traceback"] = self.traceback
+        return extra
+
+
+Hook = Callable[[PredictionRequest], Any]
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """The first prediction that applies: a recorded replay, the hook, the predictions file, the case.
+
+    A prediction recorded by `--nl2sql-record` for this very request key is a replay and is used
+    without calling the hook (so CI can re-score without the model); a recording with another key
+    is stale: the hook is asked again, and without a hook the case has no prediction.
+    """
+
+    hook: Hook | None = None
+    store: PredictionStore | None = None
+
+    def predict(self, case: Case, request: PredictionRequest, file_names: tuple[str, ...]) -> PredictionOutcome:
+        stored = self.store.lookup(case.id, case.position, file_names) if self.store else None
+        key = request.key
+        if stored is not None and stored.key is not None and stored.key == key:
+            return PredictionOutcome(stored.value, PredictionSource.FILE, error=stored.error)
+        if self.hook is not None:
+            outcome = self.ask(request)
+            if outcome.value is not None or outcome.error is not None:
+                return outcome
+        if stored is not None:
+            return PredictionOutcome(stored.value, PredictionSource.FILE, stale=stored.key is not None)
+        if case.predicted is not None:
+            return PredictionOutcome(case.predicted, PredictionSource.CASE)
+        return PredictionOutcome(None, PredictionSource.NONE)
+
+    def ask(self, request: PredictionRequest) -> PredictionOutcome:
+        """Call the hook; its exception is the model's failure (a verdict), never a crash of the run."""
+        assert self.hook is not None
+        started = time.perf_counter()
+        try:
+            value = self.hook(request)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 - pytest.fail() in a hook is an OutcomeException
+            return PredictionOutcome(None, PredictionSource.HOOK, time.perf_counter() - started, error=_one_line(e),
+                                     traceback=_user_traceback(e), key=request.key)
+        return PredictionOutcome(value, PredictionSource.HOOK, time.perf_counter() - started, key=request.key)
+
+
+def _one_line(error: BaseException) -> str:
+    """`RuntimeError: model down`: the verdict's reason, stable across machines (no paths)."""
+    text = "".join(traceback.format_exception_only(error)).strip().splitlines()
+    return text[-1] if text else type(error).__name__
+
+
+def _user_traceback(error: BaseException) -> str:
+    """The predictor's traceback without pluggy's frames and ours: it starts in the user's hook."""
+    formatted = traceback.TracebackException.from_exception(error)
+    internal = (os.sep + "pluggy" + os.sep, __file__)
+    formatted.stack = traceback.StackSummary.from_list(
+        [frame for frame in formatted.stack if not any(part in frame.filename for part in internal)]
+    )
+    return "".join(formatted.format())

@@ -1,0 +1,95 @@
+"""The `nl2sql` section of pytest's terminal summary: every number says what it counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TABLE_ROWS = 15  # rows of a per-tag / per-database table without -v (the worst first)
+
+
+def percent(passed: int, total: int) -> str:
+    return f"{passed}/{total} = {100.0 * passed / total:.1f}%" if total else f"{passed}/0"
+
+
+def _worst_first(buckets: dict[str, dict[str, Any]]) -> list[str]:
+    """Lowest accuracy first, then the most cases: a cut table shows what needs attention."""
+    def key(name: str) -> tuple[float, int, str]:
+        b = buckets[name]
+        accuracy = b.get("accuracy")
+        return (2.0 if accuracy is None else accuracy, -b["total"], name)
+
+    return sorted(buckets, key=key)
+
+
+def bucket_table(title: str, buckets: dict[str, dict[str, Any]], limit: int | None = None) -> list[str]:
+    if not buckets:
+        return []
+    names = list(buckets)
+    if limit is not None and len(names) > limit:
+        names = _worst_first(buckets)
+        title = f"{title} (the {limit} worst of {len(buckets)})"
+    shown = names if limit is None else names[:limit]
+    width = max(len(n) for n in shown)
+    lines = [f"{title}:"]
+    for name in shown:
+        b = buckets[name]
+        errors = f"  ({b['errors']} error{'s' if b['errors'] != 1 else ''})" if b.get("errors") else ""
+        lines.append(f"  {name:<{width}}  {percent(b['passed'], b['total'] - b.get('errors', 0))}{errors}")
+    if len(names) > len(shown):
+        lines.append(f"  ... {len(names) - len(shown)} more (-v shows all; all of them in --nl2sql-report=json)")
+    return lines
+
+
+def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
+    """The `nl2sql` section of the terminal summary; its first line names the metric."""
+    judged = summary["total"] - summary["errors"]
+    lines = []
+    if summary["total"]:
+        lines.append(f"execution accuracy {percent(summary['passed'], judged)}")
+        lines.append(f"SQL cases: {summary['total']} ({summary['passed']} passed, {summary['failed']} failed, "
+                     f"{summary['errors']} error{'s' if summary['errors'] != 1 else ''})")
+    if summary.get("exact_match") is not None:
+        lines.append(f"exact set match {summary['exact_match_passed']}/{summary['exact_match_total']} = "
+                     f"{100 * summary['exact_match']:.1f}%")
+    if summary["errors"]:
+        by_db = summary.get("errors_by_database") or {}
+        where = ", ".join(f"{db} ({n})" for db, n in by_db.items())
+        lines.append(f"errors: {summary['errors']} case(s) could not be judged (gold_error, not in the accuracy)"
+                     + (f": {where}" if where else ""))
+    ts = summary.get("term_selection")
+    if ts:
+        lines.append(
+            f"term selection: macro precision {ts['macro_precision']:.2f}, macro recall {ts['macro_recall']:.2f} "
+            f"({ts['passed']}/{ts['total']} term-selection cases pass)"
+        )
+        for dim, d in (ts.get("by_dimension") or {}).items():
+            p = "-" if d.get("precision") is None else f"{d['precision']:.2f}"
+            r = "-" if d.get("recall") is None else f"{d['recall']:.2f}"
+            lines.append(f"  {dim}: precision {p}, recall {r}")
+    verdicts = summary.get("by_verdict") or {}
+    if verdicts:
+        lines.append("verdicts (all cases): " + ", ".join(f"{v} {n}" for v, n in verdicts.items()))
+    lines += bucket_table("by hardness (SQL cases)", summary.get("by_hardness") or {})
+    limit = None if verbosity > 0 else TABLE_ROWS
+    lines += bucket_table("by tag (SQL cases)", summary.get("by_tag") or {}, limit)
+    lines += bucket_table("by database (SQL cases)", summary.get("by_database") or {}, limit)
+    latency = summary.get("latency")
+    if latency:
+        lines.append(f"prediction latency: total {latency['total']:.2f}s, p50 {latency['p50']:.3f}s, p95 {latency['p95']:.3f}s "
+                     f"over {latency['count']} case(s)")
+    partial = summary.get("partial")
+    if partial and verbosity > 0:
+        lines += partial_table(partial)
+    return lines
+
+
+def partial_table(partial: dict[str, dict[str, Any]]) -> list[str]:
+    """Spider's partial component scores; a component no query has is not applicable (the official
+    aggregation prints 0.000 0.000 1.000 for it)."""
+    lines = ["partial component match (Spider):", f"  {'component':<16} {'acc':>6} {'rec':>6} {'f1':>6}"]
+    for comp, s in partial.items():
+        if s.get("pred_count") == 0 and s.get("gold_count") == 0:
+            lines.append(f"  {comp:<16} {'n/a':>6} {'n/a':>6} {'n/a':>6}  (no query has it)")
+        else:
+            lines.append(f"  {comp:<16} {s['acc']:>6.3f} {s['rec']:>6.3f} {s['f1']:>6.3f}")
+    return lines
