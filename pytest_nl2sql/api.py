@@ -1,13 +1,22 @@
-"""The Python API, usable without pytest: execution match of one query pair or of a batch."""
+"""The Python API, usable without pytest (nothing below imports it): a whole case file
+(`evaluate_suite`), one query pair (`eval_exec_match`) or a batch of pairs (`evaluate_predictions`).
+
+`evaluate_suite` runs each case through the same pipeline as a pytest item, so its report has the
+same verdicts, hardness, exact match and term-selection scores as a pytest run's JSON report."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.cases.predictions import load_predictions
+from pytest_nl2sql.cases.read import InvalidCase, load_case_file
 from pytest_nl2sql.engines import open_engine
+from pytest_nl2sql.gate.baseline import load_baseline
+from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
+from pytest_nl2sql.metrics.summary import build_report, summarize
 from pytest_nl2sql.engines.base import EngineError, Limits, text_errors_for
 from pytest_nl2sql.judge.execute import GoldError, judge, run_gold
 from pytest_nl2sql.vocab import Verdict
@@ -81,3 +90,59 @@ def evaluate_predictions(
         "verdicts": {v.value: sum(r.verdict is v for r in results) for v in Verdict if any(r.verdict is v for r in results)},
         "results": results,
     }
+
+
+def evaluate_suite(
+    path: str | Path,
+    predictions: str | Path | None = None,
+    *,
+    predict: Callable[[Any], Any] | None = None,
+    timeout: float = 30.0,
+    max_rows: int = 100_000,
+    compat: str | None = None,
+    db_dir: str | Path | None = None,
+    dsn: str | None = None,
+    baseline: str | Path | None = None,
+    rootdir: str | Path | None = None,
+) -> dict[str, Any]:
+    """The JSON report's dict (`summary`, `items`) for one case file, as a pytest run writes it.
+
+    `predictions`: a predictions file (JSONL, or one query per line); `predict`: a callable given
+    each case's `PredictionRequest` (the predictor hook's `case`), returning SQL or a selection;
+    `timeout`, `max_rows`, `compat` ("spider"), `db_dir`, `dsn`, `baseline`: as the options
+    `--nl2sql-…`. Items are named relative to `rootdir` (default: the current directory), as
+    pytest names them relative to its rootdir.
+    """
+    path = Path(path)
+    if compat not in (None, "spider"):
+        raise ValueError(f"compat: only 'spider' is known, not {compat!r}")
+    options = RunOptions(
+        limits=Limits(timeout=timeout, max_rows=max_rows), spider_compat=compat == "spider", dsn=dsn,
+        db_dir=Path(db_dir) if db_dir is not None else None, fingerprints=baseline is not None,
+    )
+    pipeline = Pipeline(
+        options, hook=predict, predictions=load_predictions(Path(predictions)) if predictions is not None else None,
+        baseline=load_baseline(baseline) if baseline is not None else None,
+    )
+    entries = load_case_file(path, db_dir=options.db_dir, dsn=dsn)
+    store = pipeline.predictions
+    if store is not None and store.aligned is not None and len(store.aligned) != len(entries):
+        raise ValueError(f"{predictions} has {len(store.aligned)} lines for the {len(entries)} cases of {path}: "
+                         "one query per line, a blank line for a case without one")
+    file = _relative(path, Path(rootdir) if rootdir is not None else Path.cwd())
+    results = []
+    try:
+        for position, entry in enumerate(entries):
+            label = CaseLabel(f"{file}::{entry.id}", file, position)
+            outcome = pipeline.invalid(entry, label) if isinstance(entry, InvalidCase) else pipeline.evaluate(entry, label)
+            results.append(outcome.result)
+    finally:
+        pipeline.close()
+    return build_report(results, summarize(results))
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()

@@ -73,16 +73,6 @@ class PgServer:
     def run(self, sql: str, *params: Any) -> list[tuple]:
         return self.admin.execute(sql, params or None).fetchall()
 
-    def backends(self) -> list[int]:
-        return [
-            pid
-            for (pid,) in self.run(
-                "SELECT pid FROM pg_stat_activity WHERE usename = %s AND datname = %s",
-                self.role,
-                self.database,
-            )
-        ]
-
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PgServer]:

@@ -143,17 +143,19 @@ class Worker:
     def query(self, handle: int, sql: str, limits: Limits) -> QueryResult:
         """Run untrusted SQL on the database `handle` within `limits`."""
         with self._lock:
+            self._prepare(handle)  # (re)starting the child is not the query's time
             end = time.monotonic() + limits.timeout
             while True:
-                self._prepare(handle)
                 fresh = self._served == 0
                 try:
                     return self._run(handle, sql, limits, end)
                 except _OutOfMemory as error:
                     # A child that ran other queries may have kept their memory: only a fresh
-                    # one's failure is the query's own. The child is gone already; retry once.
+                    # one's failure is the query's own. The child is gone already; retry once,
+                    # within what is left of the time limit.
                     if fresh or not self.retry_memory_in_fresh or time.monotonic() >= end:
                         raise TooManyRows(str(error)) from None
+                    self._prepare(handle)
 
     def _run(self, handle: int, sql: str, limits: Limits, end: float) -> QueryResult:
         self._served += 1
@@ -199,22 +201,28 @@ class Worker:
         """The running child's pid, or None."""
         return self._proc.pid if self._running() else None
 
-    def shutdown(self) -> None:
-        """End the child (it exits when its stdin closes; killed if it does not within 1 s)."""
-        with self._lock:
+    def shutdown(self, lock_timeout: float = -1) -> None:
+        """End the child: it exits when its stdin closes, and is killed if it has not within
+        1 s, or at once when a query holds the worker past `lock_timeout` (at interpreter exit,
+        a daemon thread may be in one)."""
+        if not self._lock.acquire(timeout=lock_timeout):
+            proc = self._proc
+            if proc is not None and self._owner == os.getpid():
+                proc.kill()
+            return
+        try:
             self._openers.clear()
             proc = self._proc
-            if proc is None or self._owner != os.getpid():
-                self._forget()
-                return
-            if proc.stdin is not None:
+            if proc is not None and self._owner == os.getpid() and proc.stdin is not None:
                 proc.stdin.close()
-            try:
-                proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                try:
+                    proc.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
             self._forget()
+        finally:
+            self._lock.release()
 
     # -- the child process ----------------------------------------------------------------------
 
@@ -384,6 +392,6 @@ def shared_worker(kind: str, address_space: int) -> Worker:
 def _shutdown_all() -> None:
     for worker in list(_LIVE):
         try:
-            worker.shutdown()
+            worker.shutdown(lock_timeout=0.5)
         except Exception:  # noqa: BLE001 - exiting anyway
             pass

@@ -54,6 +54,7 @@ from enum import Enum
 from typing import Any
 
 from pytest_nl2sql.judge.compat import official_quick_reject
+from pytest_nl2sql.judge.equality import NAN, normalise_value
 from pytest_nl2sql.vocab import Reason
 
 DIFF_CAP = 1000  # rows kept in each of `missing` / `extra`; the counts are always exact
@@ -164,70 +165,6 @@ class Comparison:
             "first_order_difference": self.first_order_difference,
             "detail": self.detail,
         }
-
-
-# ----------------------------------------------------------------------------- value normalisation
-
-class _NaN:
-    """A NaN that equals itself (and only NaN), so NaN results can be compared at all."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "NaN"
-
-
-NAN = _NaN()
-_NUMERIC = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # over a value, not over SQL
-
-
-def _number(value: float) -> Any:
-    if math.isnan(value):
-        return NAN
-    if math.isinf(value):
-        return value
-    value = float(f"{value:.15g}")
-    return int(value) if value.is_integer() else value
-
-
-def normalise_value(value: Any, case_sensitive: bool = True, strip_whitespace: bool = False) -> Any:
-    """The canonical, hashable form in which ``exec`` mode compares a value (see the module docstring)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return _number(value)
-    if isinstance(value, decimal.Decimal):
-        if value.is_nan():
-            return NAN
-        if value.is_finite() and value == value.to_integral_value():
-            return int(value)
-        return _number(float(value))
-    if isinstance(value, str):
-        text = value.strip() if strip_whitespace else value
-        if _NUMERIC.fullmatch(text):
-            if "." in text or "e" in text or "E" in text:
-                return _number(float(text))
-            return int(text)
-        return text if case_sensitive else text.casefold()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, _dt.datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, (_dt.date, _dt.time)):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return tuple(normalise_value(v, case_sensitive, strip_whitespace) for v in value)
-    try:
-        hash(value)
-    except TypeError:
-        return repr(value)
-    return value
 
 
 def _normaliser(options: CompareOptions) -> Callable[[Any], Any]:

@@ -1,20 +1,24 @@
-"""A short, stable hash of a query result, stored in baselines.
+"""The one rule for "equal values" (`normalise_value`), and the short, stable hash of a query
+result built on it (`result_fingerprint`), stored in baselines.
 
-A baseline records the fingerprint of each case's predicted result so that a reviewer (and
-`compare_with_baseline`) can tell whether a known failure still fails *the same way*. The hash
-therefore follows the comparison's own notion of equality: column order never matters, row order
-matters only for ordered results, and 1, 1.0, True and "1" are the same value. Floats are rounded
-to 12 significant digits, so the same result computed by SQLite, DuckDB or PostgreSQL hashes alike.
+The comparison (`compare.py`) compares normalised values; a baseline records the fingerprint of
+each case's predicted result so that a reviewer (and `compare_with_baseline`) can tell whether a
+known failure still fails *the same way*. Both read values through `normalise_value`, so two
+results the comparison calls equal always hash alike, and two it tells apart hash apart: column
+order never matters, row order matters only for ordered results, 1, 1.0, True and "1" are the same
+value, floats agree to 15 significant digits, bytes are never text.
 """
 
 from __future__ import annotations
 
-import datetime
+import datetime as _dt
 import decimal
 import hashlib
 import itertools
 import json
 import math
+import re
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,6 +30,71 @@ _MAX_PERMUTATIONS = 720
 _NULL = "null"
 
 
+
+class _NaN:
+    """A NaN that equals itself (and only NaN), so NaN results can be compared at all."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+NAN = _NaN()
+_NUMERIC = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # over a value, not over SQL
+
+
+def _number(value: float) -> Any:
+    if math.isnan(value):
+        return NAN
+    if math.isinf(value):
+        return value
+    value = float(f"{value:.15g}")
+    return int(value) if value.is_integer() else value
+
+
+def normalise_value(value: Any, case_sensitive: bool = True, strip_whitespace: bool = False) -> Any:
+    """The canonical, hashable form in which ``exec`` mode compares a value (see the module docstring)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, decimal.Decimal):
+        if value.is_nan():
+            return NAN
+        if value.is_finite() and value == value.to_integral_value():
+            return int(value)
+        return _number(float(value))
+    if isinstance(value, str):
+        text = value.strip() if strip_whitespace else value
+        if _NUMERIC.fullmatch(text):
+            if "." in text or "e" in text or "E" in text:
+                return _number(float(text))
+            return int(text)
+        return text if case_sensitive else text.casefold()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, _dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (_dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(normalise_value(v, case_sensitive, strip_whitespace) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+
+
 def result_fingerprint(rows: Iterable[Sequence[Any]], order_matters: bool) -> str:
     """Hex digest of `rows` that ignores column order, and row order unless `order_matters`."""
     table = [tuple(canonical_value(v) for v in row) for row in rows]
@@ -35,63 +104,26 @@ def result_fingerprint(rows: Iterable[Sequence[Any]], order_matters: bool) -> st
 
 
 def canonical_value(value: Any) -> str:
-    """One token per value; equal tokens for values the comparison treats as equal."""
+    """One token per value; equal tokens exactly for the values `normalise_value` makes equal."""
+    return _token(normalise_value(value))
+
+
+def _token(value: Any) -> str:
     if value is None:
         return _NULL
-    if isinstance(value, bool):  # PostgreSQL returns booleans where SQLite returns 0 / 1
-        return _number(int(value))
-    if isinstance(value, int):
-        return _number(value)
-    if isinstance(value, float):
-        return _float(value)
-    if isinstance(value, decimal.Decimal):
-        return _decimal(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        raw = bytes(value)
-        try:
-            return canonical_value(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            return "b:" + raw.hex()
-    if isinstance(value, str):
-        number = _numeric_string(value)
-        return "s:" + value if number is None else number
-    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date subclass
-        return "s:" + value.isoformat()
-    return "s:" + str(value)
-
-
-def _number(value: int) -> str:
-    return "n:" + str(value)
-
-
-def _float(value: float) -> str:
-    if math.isnan(value):
+    if value is NAN:
         return "n:nan"
-    if math.isinf(value):
-        return "n:inf" if value > 0 else "n:-inf"
-    rounded = float(format(value, ".12g"))
-    if rounded.is_integer():
-        return _number(int(rounded))
-    return "n:" + repr(rounded)
-
-
-def _decimal(value: decimal.Decimal) -> str:
-    if not value.is_finite():
-        return _float(float(value))
-    if value == value.to_integral_value():
-        return _number(int(value))
-    return _float(float(value))
-
-
-def _numeric_string(text: str) -> str | None:
-    """The number token of a string that spells a finite number exactly, else None."""
-    if not text or text != text.strip() or "_" in text:
-        return None
-    try:
-        number = decimal.Decimal(text)
-    except decimal.InvalidOperation:
-        return None
-    return _decimal(number) if number.is_finite() else None
+    if isinstance(value, int):
+        return "n:" + str(value) if value.bit_length() < 10_000 else "n:#" + hashlib.sha256(value.to_bytes((value.bit_length() + 8) // 8, "big", signed=True)).hexdigest()
+    if isinstance(value, float):
+        return "n:" + repr(value)
+    if isinstance(value, bytes):
+        return "b:" + value.hex()
+    if isinstance(value, str):
+        return "s:" + value
+    if isinstance(value, tuple):
+        return "t:" + json.dumps([_token(v) for v in value], ensure_ascii=False)
+    return "o:" + repr(value)
 
 
 def _ordered_form(table: list[tuple[str, ...]]) -> list[Any]:

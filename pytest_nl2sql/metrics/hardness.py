@@ -332,8 +332,9 @@ def _official_condition(node: exp.Expression) -> tuple[list[_Unit | str], bool]:
 
     After a unit whose value is a column, the official value reader skips words up to the next
     AND (or a comma, a closing parenthesis, a keyword): the units and ORs in between are not read.
-    When the skipped words hold a nested query, the skipping stops at its SELECT, which ends the
-    condition and, as no clause can start there, the query.
+    When the skipped words hold a parenthesis (a function, an aggregate, a nested query), the
+    skipping stops at its ``)`` or at the nested SELECT, which ends the condition and, as no clause
+    can start there, the query.
     """
     flat: list[_Unit | str] = []
     _flatten(node, flat)
@@ -346,7 +347,7 @@ def _official_condition(node: exp.Expression) -> tuple[list[_Unit | str], bool]:
         if isinstance(element, _Unit) and _value_is_column(element.node):
             while index < len(flat) and flat[index] != "and":
                 skipped = flat[index]
-                if isinstance(skipped, _Unit) and _nested_queries(skipped.node):
+                if isinstance(skipped, _Unit) and _writes_parentheses(skipped.node):
                     return read, True
                 index += 1
     return read, False
@@ -370,6 +371,15 @@ def _value_is_column(node: exp.Expression) -> bool:
     if isinstance(value, exp.Column) and not value.table and isinstance(value.this, exp.Identifier) and value.this.quoted:
         return False  # "text": Spider's spelling of a string value
     return True
+
+
+def _writes_parentheses(node: exp.Expression) -> bool:
+    """Whether the unit, written the official way (its own outer parentheses taken off), holds a
+    ``(``: a function or aggregate, a nested query, a list, a parenthesised operand."""
+    return any(
+        isinstance(n, (exp.Paren, exp.Func, exp.Tuple, *_QUERIES)) or (isinstance(n, exp.In) and n.expressions)
+        for n in node.walk()
+    )
 
 
 def _nested_queries(node: exp.Expression) -> int:
