@@ -3,6 +3,10 @@
 Run from the repo root: ``python benchmarks/hardness_exact.py [SPIDER_DIR]``. Prints wall-clock
 figures; the plugin computes hardness for every gold at collection time and exact match for every
 item at run time, so both must stay far below a second or two per thousand items.
+
+It also prints how `hardness` agrees with the official labels on dev, which path answered (the
+official parser with the schema, without it, or the tree-counted fallback) on dev, train and test,
+and how the fallback alone agrees with the official parser on every gold.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_nl2sql.metrics.exact import aggregate_partial, exact_match  # noqa: E402
-from pytest_nl2sql.metrics.hardness import hardness  # noqa: E402
+from pytest_nl2sql.metrics.hardness import estimated_hardness, hardness, official_hardness  # noqa: E402
 from pytest_nl2sql.metrics.spider_schema import SpiderSchema  # noqa: E402
 
 MODELS = ("c3sql_gpt35", "dail_sql_gpt4", "din_sql_gpt4", "graphix_t5", "spider_example_baseline")
@@ -42,6 +46,23 @@ def main() -> None:
     counts = {name: buckets.count(name) for name in ("easy", "medium", "hard", "extra")}
     print(f"buckets: {counts}")
 
+    start = time.perf_counter()
+    fallback = [estimated_hardness(sql) for sql, _ in golds]
+    elapsed = time.perf_counter() - start
+    print(f"fallback (sqlglot tree) alone, {len(golds)} golds: {elapsed:.3f} s ({elapsed / len(golds) * 1e6:.0f} us/item)")
+    labels_file = spider / "reference" / "dev_hardness.tsv"
+    if labels_file.exists():
+        labels = [line.split("\t")[2] for line in labels_file.read_text().splitlines()]
+        without = [hardness(sql) for sql, _ in golds]
+        for name, answers in (("hardness(sql, schema)", buckets), ("hardness(sql)", without), ("fallback alone", fallback)):
+            agree = sum(a == b for a, b in zip(answers, labels))
+            print(f"dev agreement with the official labels, {name}: {agree}/{len(labels)}")
+    agreement("dev", golds, tables)
+    for gold_file, tables_file in (("train_gold.sql", "tables.json"), ("test_gold.sql", "test_tables.json")):
+        if (spider / gold_file).exists():
+            rows = [line.rstrip("\n").split("\t") for line in (spider / gold_file).read_text().splitlines()]
+            agreement(gold_file.split("_")[0], rows, spider / tables_file)
+
     for model in MODELS:
         path = spider / "predictions" / f"{model}.sql"
         if not path.exists():
@@ -57,6 +78,32 @@ def main() -> None:
             f"({elapsed / len(results) * 1e6:.0f} us/item), exact={matched / len(results):.3f}, "
             f"select acc={aggregate['select']['acc']:.3f}"
         )
+
+
+def agreement(name: str, rows: list[list[str]], tables: Path) -> None:
+    """Which path answers each gold, and whether the fallback alone gives the official parser's bucket."""
+    paths = {"official parser, schema": 0, "official parser, no schema": 0, "fallback": 0}
+    compared = agreed = 0
+    for sql, db_id in rows:
+        try:
+            schema = SpiderSchema.from_tables_json(tables, db_id)
+        except KeyError:
+            schema = None
+        official = None
+        attempts = [(schema, "official parser, schema")] if schema is not None else []
+        for attempt, path in [*attempts, (None, "official parser, no schema")]:
+            try:
+                official = official_hardness(sql, attempt)
+            except ValueError:
+                continue
+            paths[path] += 1
+            break
+        if official is None:
+            paths["fallback"] += 1
+            continue
+        compared += 1
+        agreed += estimated_hardness(sql) == official
+    print(f"{name}: {len(rows)} golds answered by {paths}; fallback alone = official parser on {agreed}/{compared}")
 
 
 if __name__ == "__main__":

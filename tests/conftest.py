@@ -15,10 +15,3 @@ def spider_dir() -> Path:
     if not (SPIDER / "dev.json").exists():
         pytest.skip(f"the Spider data is not at {SPIDER} (it ships beside the repo in CI only)")
     return SPIDER
-
-
-@pytest.fixture(params=[[], ["-n", "0"], ["-n", "2"]], ids=["plain", "n0", "n2"])
-def xdist_args(request: pytest.FixtureRequest) -> list[str]:
-    """Extra arguments for an end-to-end run: every behaviour holds without xdist, with `-n 0`
-    and with two workers (a test module may narrow this to save time)."""
-    return request.param

@@ -62,17 +62,12 @@ CASES = [{"id": "cheap", "question": "Cheap items", "gold": "SELECT name FROM it
           "predicted": "SELECT name FROM item WHERE price <= 2"}]
 
 
-@pytest.fixture(params=[[], ["-n", "2"]], ids=["plain", "n2"])
-def xdist_args(request: pytest.FixtureRequest) -> list[str]:
-    return request.param
-
-
-def test_fixture_runs_compares_and_asserts_like_a_case(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_fixture_runs_compares_and_asserts_like_a_case(pytester: pytest.Pytester) -> None:
     make_shop(pytester.path)
     write_suite(pytester.path, CASES, database="shop.sqlite")
     pytester.makepyfile(test_queries=FIXTURE_TESTS)
     # only the Python tests: the suite is read through the fixture
-    result = pytester.runpytest(*xdist_args, "test_queries.py")
+    result = pytester.runpytest("test_queries.py")
     result.assert_outcomes(passed=4, failed=3)
     result.stdout.fnmatch_lines([
         "*_ test_assert_same_mismatch _*",

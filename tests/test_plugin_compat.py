@@ -66,11 +66,11 @@ def shop(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_compat_mode_reproduces_each_official_quirk(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_compat_mode_reproduces_each_official_quirk(shop: pytest.Pytester) -> None:
     cases = [{"id": cid, "question": cid, "gold": gold, "predicted": pred} for cid, gold, pred, _, _ in DIFFERENCES]
     write_suite(shop.path, cases, database="shop.sqlite")
-    default = shop.runpytest(*xdist_args, "--nl2sql-report=json:default.json")
-    compat = shop.runpytest(*xdist_args, "--nl2sql-compat=spider", "--nl2sql-report=json:compat.json")
+    default = shop.runpytest("--nl2sql-report=json:default.json")
+    compat = shop.runpytest("--nl2sql-compat=spider", "--nl2sql-report=json:compat.json")
     for result, column in ((default, 3), (compat, 4)):
         passed = sum(row[column] == "pass" for row in DIFFERENCES)
         result.assert_outcomes(passed=passed, failed=len(DIFFERENCES) - passed)

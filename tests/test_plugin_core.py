@@ -1,6 +1,7 @@
 """End to end through pytest: collection, verdicts, failure text, summary and JSON report.
 
-Every test runs without xdist, with `-n 0` and with `-n 2`: the numbers must not depend on it.
+xdist equivalence is checked once (the JSON report identical with and without `-n 2`), not by
+running every test three times.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ def shop(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_verdicts_outcomes_and_summary(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_verdicts_outcomes_and_summary(shop: pytest.Pytester) -> None:
     write_suite(shop.path, CASES, database="shop.sqlite")
-    result = shop.runpytest(*xdist_args, "--nl2sql-report=json:report.json")
+    result = shop.runpytest("--nl2sql-report=json:report.json")
     result.assert_outcomes(passed=2, failed=2, errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
@@ -52,11 +53,11 @@ def test_verdicts_outcomes_and_summary(shop: pytest.Pytester, xdist_args: list[s
     assert s["by_tag"]["agg"] == {"total": 1, "passed": 1, "errors": 0, "accuracy": 1.0}
 
 
-def test_failure_explains_itself(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_failure_explains_itself(shop: pytest.Pytester) -> None:
     cases = [{"id": "wrong", "question": "Office items", "gold": "SELECT name, price FROM item WHERE category = 'office'",
               "predicted": "SELECT price, name FROM item WHERE price < 3"}]
     write_suite(shop.path, cases, database="shop.sqlite")
-    result = shop.runpytest(*xdist_args)
+    result = shop.runpytest()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*nl2sql case wrong*mismatch (values)*",
@@ -71,7 +72,7 @@ def test_failure_explains_itself(shop: pytest.Pytester, xdist_args: list[str]) -
     ])
 
 
-def test_error_verdicts_timeout_row_cap_no_prediction(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_error_verdicts_timeout_row_cap_no_prediction(shop: pytest.Pytester) -> None:
     cases = [
         {"id": "forever", "gold": "SELECT 1", "predicted": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"},
         {"id": "big", "gold": "SELECT 1", "predicted": "SELECT * FROM item a, item b, item c"},
@@ -80,24 +81,24 @@ def test_error_verdicts_timeout_row_cap_no_prediction(shop: pytest.Pytester, xdi
         {"id": "gold-too-big", "gold": "SELECT * FROM item a, item b, item c", "predicted": "SELECT 1"},
     ]
     write_suite(shop.path, cases, database="shop.sqlite")
-    result = shop.runpytest(*xdist_args, "--nl2sql-timeout=0.5", "--nl2sql-max-rows=100", "--nl2sql-report=json:r.json")
+    result = shop.runpytest("--nl2sql-timeout=0.5", "--nl2sql-max-rows=100", "--nl2sql-report=json:r.json")
     result.assert_outcomes(failed=4, errors=1)
     verdicts = {i["id"]: i["verdict"] for i in read_report(shop.path / "r.json")["items"]}
     assert verdicts == {"forever": "pred_timeout", "big": "too_many_rows", "nothing": "no_prediction",
                         "blank": "no_prediction", "gold-too-big": "gold_error"}
 
 
-def test_missing_database_is_an_error_not_a_crash(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_missing_database_is_an_error_not_a_crash(pytester: pytest.Pytester) -> None:
     write_suite(pytester.path, [{"id": "a", "gold": "SELECT 1", "predicted": "SELECT 1"},
                                 {"id": "b", "gold": "SELECT 2"}], database="nowhere.sqlite")
-    result = pytester.runpytest(*xdist_args, "--nl2sql-report=json:r.json")
+    result = pytester.runpytest("--nl2sql-report=json:r.json")
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*nowhere.sqlite*"])
     assert not (pytester.path / "nowhere.sqlite").exists()
     assert {i["verdict"] for i in read_report(pytester.path / "r.json")["items"]} == {"gold_error"}
 
 
-def test_file_formats_and_inherited_defaults(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_file_formats_and_inherited_defaults(shop: pytest.Pytester) -> None:
     (shop.path / "single.nl2sql.yaml").write_text(
         "id: one\nquestion: q\ndatabase: shop.sqlite\ngold: SELECT 1\npredicted: SELECT 1.0\n")
     (shop.path / "multi.nl2sql.yml").write_text(
@@ -111,7 +112,7 @@ def test_file_formats_and_inherited_defaults(shop: pytest.Pytester, xdist_args: 
     write_suite(shop.path, [{"id": "inherits", "gold": "SELECT count(*) FROM item"},
                             {"id": "overrides", "gold": "SELECT 1", "predicted": "SELECT 1", "tags": ["own"]}],
                 database="shop.sqlite", tags=["suite"], predicted="SELECT 5")
-    result = shop.runpytest(*xdist_args, "--nl2sql-report=json:r.json")
+    result = shop.runpytest("--nl2sql-report=json:r.json")
     result.assert_outcomes(passed=6, failed=1)
     verdicts = {i["nodeid"]: i["verdict"] for i in read_report(shop.path / "r.json")["items"]}
     assert verdicts == {
@@ -125,14 +126,14 @@ def test_file_formats_and_inherited_defaults(shop: pytest.Pytester, xdist_args: 
     assert items["shop.nl2sql.yaml::overrides"]["tags"] == ["suite", "own"]
 
 
-def test_malformed_files_name_file_and_line_and_the_rest_runs(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_malformed_files_name_file_and_line_and_the_rest_runs(shop: pytest.Pytester) -> None:
     (shop.path / "bad.nl2sql.yaml").write_text("cases:\n  - id: a\n    gold: SELECT 1\n    predicted: [unclosed\n")
     (shop.path / "keys.nl2sql.yaml").write_text(
         "database: shop.sqlite\ncases:\n  - id: fine\n    gold: SELECT 1\n    predicted: SELECT 1\n"
         "  - id: typo\n    gold_sql: SELECT 1\n  - id: fine\n    gold: SELECT 2\n")
     (shop.path / "lines.nl2sql.jsonl").write_text('{"database": "shop.sqlite", "gold": "SELECT 1", "predicted": "SELECT 1"}\n{oops\n')
     write_suite(shop.path, [{"id": "ok", "gold": "SELECT 1", "predicted": "SELECT 1"}], database="shop.sqlite")
-    result = shop.runpytest(*xdist_args)
+    result = shop.runpytest()
     result.assert_outcomes(passed=3, errors=4)
     result.stdout.fnmatch_lines_random([
         "*bad.nl2sql.yaml:4: invalid YAML*",
@@ -142,25 +143,25 @@ def test_malformed_files_name_file_and_line_and_the_rest_runs(shop: pytest.Pytes
     ])
 
 
-def test_keyword_selection_by_tag_database_and_hardness(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_keyword_selection_by_tag_database_and_hardness(shop: pytest.Pytester) -> None:
     write_suite(shop.path, [
         {"id": "a", "gold": "SELECT 1", "predicted": "SELECT 1", "tags": ["joins"]},
         {"id": "b", "gold": "SELECT name FROM item", "predicted": "SELECT name FROM item", "hardness": "extra"},
         {"id": "c", "gold": "SELECT 1", "predicted": "SELECT 1"},
     ], database="shop.sqlite")
-    shop.runpytest(*xdist_args, "-k", "joins").assert_outcomes(passed=1)
-    shop.runpytest(*xdist_args, "-k", "extra").assert_outcomes(passed=1)
-    shop.runpytest(*xdist_args, "-k", "shop.sqlite and not joins").assert_outcomes(passed=2)
+    shop.runpytest("-k", "joins").assert_outcomes(passed=1)
+    shop.runpytest("-k", "extra").assert_outcomes(passed=1)
+    shop.runpytest("-k", "shop.sqlite and not joins").assert_outcomes(passed=2)
 
 
-def test_predictions_files_jsonl_and_aligned(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_predictions_files_jsonl_and_aligned(shop: pytest.Pytester) -> None:
     cases = [{"id": "a", "gold": "SELECT 1"}, {"id": "b", "gold": "SELECT 2"}, {"id": "c", "gold": "SELECT 3", "predicted": "SELECT 3"}]
     write_suite(shop.path, cases, database="shop.sqlite")
     write_jsonl(shop.path / "p.jsonl", [{"id": "a", "predicted": "SELECT 1"}, {"id": "b", "predicted": "SELECT 9"}])
-    shop.runpytest(*xdist_args, "--nl2sql-predictions=p.jsonl").assert_outcomes(passed=2, failed=1)
+    shop.runpytest("--nl2sql-predictions=p.jsonl").assert_outcomes(passed=2, failed=1)
     # one query per line, aligned with the cases; a blank line is an empty prediction, never a shift
     (shop.path / "p.sql").write_text("SELECT 1\n\nSELECT 3\tshop\n")
-    result = shop.runpytest(*xdist_args, "--nl2sql-predictions=p.sql", "--nl2sql-report=json:r.json")
+    result = shop.runpytest("--nl2sql-predictions=p.sql", "--nl2sql-report=json:r.json")
     result.assert_outcomes(passed=2, failed=1)
     assert [i["verdict"] for i in read_report(shop.path / "r.json")["items"]] == ["pass", "no_prediction", "pass"]
 
@@ -174,11 +175,11 @@ def test_aligned_predictions_with_several_suites_is_a_usage_error(shop: pytest.P
     result.stderr.fnmatch_lines(["*aligned with one suite*2 case files*"])
 
 
-def test_db_id_layout_and_db_dir_option(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_db_id_layout_and_db_dir_option(pytester: pytest.Pytester) -> None:
     (pytester.path / "dbs" / "shop").mkdir(parents=True)
     make_shop(pytester.path / "dbs" / "shop", "shop.sqlite")
     write_suite(pytester.path, [{"id": "a", "db_id": "shop", "gold": "SELECT count(*) FROM item", "predicted": "SELECT 5"}])
-    result = pytester.runpytest(*xdist_args, "--nl2sql-db-dir=dbs", "--nl2sql-report=json:r.json")
+    result = pytester.runpytest("--nl2sql-db-dir=dbs", "--nl2sql-report=json:r.json")
     result.assert_outcomes(passed=1)
     assert read_report(pytester.path / "r.json")["items"][0]["database"] == "shop"
 
@@ -241,7 +242,7 @@ def test_no_case_at_all_still_writes_the_requested_report_and_checks_thresholds(
     assert "= nl2sql =" not in quiet.stdout.str()
 
 
-def test_no_case_drops_out_of_the_report(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_no_case_drops_out_of_the_report(shop: pytest.Pytester) -> None:
     """Whatever goes wrong while judging, every case keeps a result in the report."""
     deep = "SELECT " + "(" * 400 + "1" + ")" * 400
     write_suite(shop.path, [
@@ -254,7 +255,7 @@ def test_no_case_drops_out_of_the_report(shop: pytest.Pytester, xdist_args: list
         "def pytest_nl2sql_predict(case):\n"
         "    if case.id == 'refused':\n"
         "        pytest.fail('the model refused')\n")
-    result = shop.runpytest(*xdist_args, "--nl2sql-report=json:r.json")
+    result = shop.runpytest("--nl2sql-report=json:r.json")
     result.assert_outcomes(passed=1, failed=2)
     items = {i["id"]: i for i in read_report(shop.path / "r.json")["items"]}
     assert set(items) == {"deep", "refused", "fine"}
@@ -262,17 +263,17 @@ def test_no_case_drops_out_of_the_report(shop: pytest.Pytester, xdist_args: list
     assert (items["refused"]["verdict"], items["refused"]["reason"]) == ("predictor_error", "Failed: the model refused")
 
 
-def test_aligned_predictions_must_match_the_suite(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_aligned_predictions_must_match_the_suite(shop: pytest.Pytester) -> None:
     write_suite(shop.path, [{"id": "a", "gold": "SELECT 1"}, {"id": "b", "gold": "SELECT 2"}], database="shop.sqlite")
     (shop.path / "p.sql").write_text("SELECT 1\nSELECT\n2\n")  # one prediction broken over two lines
-    result = shop.runpytest(*xdist_args, "--nl2sql-predictions=p.sql")
+    result = shop.runpytest("--nl2sql-predictions=p.sql")
     assert result.ret in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.TESTS_FAILED)
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert "p.sql has 3 lines for the 2 cases of shop.nl2sql.yaml" in result.stdout.str() + result.stderr.str()
     # -k selects cases of one suite: the other suite no longer stands in the way
     write_suite(shop.path, [{"id": "c", "gold": "SELECT 1"}], name="other.nl2sql.yaml", database="shop.sqlite")
     (shop.path / "p.sql").write_text("SELECT 1\nSELECT 2\n")
-    shop.runpytest(*xdist_args, "--nl2sql-predictions=p.sql", "shop.nl2sql.yaml").assert_outcomes(passed=2)
+    shop.runpytest("--nl2sql-predictions=p.sql", "shop.nl2sql.yaml").assert_outcomes(passed=2)
 
 
 def test_unwritable_report_and_unreadable_old_baseline_do_not_crash(shop: pytest.Pytester) -> None:

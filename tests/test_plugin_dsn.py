@@ -68,14 +68,13 @@ def mariadb_url() -> Iterator[str]:
 
 
 @pytest.mark.parametrize("server", ["postgres_url", "mariadb_url"])
-@pytest.mark.parametrize("xdist_args", [[], ["-n", "2"]], ids=["plain", "n2"])
-def test_suite_runs_on_a_server_copy(pytester: pytest.Pytester, request: pytest.FixtureRequest, server: str, xdist_args: list[str]) -> None:
+def test_suite_runs_on_a_server_copy(pytester: pytest.Pytester, request: pytest.FixtureRequest, server: str) -> None:
     url = request.getfixturevalue(server)
     make_shop(pytester.path)
     write_suite(pytester.path, CASES, database="shop.sqlite")
     # the same suite on its own SQLite file first: the verdicts must be the same on the server
     pytester.runpytest("--nl2sql-report=json:local.json")
-    result = pytester.runpytest(*xdist_args, f"--nl2sql-dsn={url}", "--nl2sql-report=json:server.json")
+    result = pytester.runpytest(f"--nl2sql-dsn={url}", "--nl2sql-report=json:server.json")
     result.assert_outcomes(passed=3, failed=2)
     local = {i["id"]: i["verdict"] for i in read_report(pytester.path / "local.json")["items"]}
     server_verdicts = {i["id"]: i["verdict"] for i in read_report(pytester.path / "server.json")["items"]}

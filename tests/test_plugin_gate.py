@@ -1,8 +1,8 @@
 """The CI gate end to end: baselines, thresholds, exit codes, the predictor hook, record and replay,
 the Markdown report and JUnit properties; and the example suites' committed baseline.
 
-The tests that depend on the controller gathering results from workers run with and without
-`-n 2`; the rest run once (their logic does not differ under xdist).
+xdist equivalence is checked once per feature: the baseline written under `-n 2` is the plain
+run's, byte for byte; the other tests run once.
 """
 
 from __future__ import annotations
@@ -51,11 +51,6 @@ def junit_properties(path: Path) -> dict[str, dict[str, str]]:
     return out
 
 
-@pytest.fixture(params=[[], ["-n", "2"]], ids=["plain", "n2"])
-def xdist_args(request: pytest.FixtureRequest) -> list[str]:
-    return request.param
-
-
 @pytest.fixture
 def shop(pytester: pytest.Pytester) -> pytest.Pytester:
     make_shop(pytester.path)
@@ -63,9 +58,9 @@ def shop(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_baseline_classes_exit_codes_and_summary(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_baseline_classes_exit_codes_and_summary(shop: pytest.Pytester) -> None:
     # 1. write the baseline: the run passes, failures are recorded (xfailed), the file is reviewable
-    update = shop.runpytest(*xdist_args, "--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    update = shop.runpytest("-n", "2", "--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
     update.assert_outcomes(passed=2, xfailed=2)
     assert update.ret == pytest.ExitCode.OK
     update.stdout.fnmatch_lines(["baseline written: *base.json (4 cases)"])
@@ -78,12 +73,12 @@ def test_baseline_classes_exit_codes_and_summary(shop: pytest.Pytester, xdist_ar
     # one line per case, sorted: a diff of the file names the cases that changed
     case_lines = [line.strip().split(":")[0] for line in text.splitlines() if '"verdict"' in line]
     assert case_lines == ['"cheap"', '"count"', '"swap"', '"typo"']
-    if xdist_args:  # a baseline written under -n 2 is the one written without it, byte for byte
-        shop.runpytest("--nl2sql-baseline=plain.json", "--nl2sql-update-baseline")
-        assert (shop.path / "plain.json").read_text() == text
+    # xdist equivalence of the baseline, once: written under -n 2 it is the plain run's, byte for byte
+    shop.runpytest("--nl2sql-baseline=plain.json", "--nl2sql-update-baseline")
+    assert (shop.path / "plain.json").read_text() == text
 
     # 2. unchanged: known failures are xfailed (diff still in the report), the run passes
-    same = shop.runpytest(*xdist_args, "--nl2sql-baseline=base.json", "-rx")
+    same = shop.runpytest("--nl2sql-baseline=base.json", "-rx")
     same.assert_outcomes(passed=2, xfailed=2)
     assert same.ret == pytest.ExitCode.OK
     same.stdout.fnmatch_lines([
@@ -98,7 +93,7 @@ def test_baseline_classes_exit_codes_and_summary(shop: pytest.Pytester, xdist_ar
     cases += [{"id": "fresh", "question": "Max price", "gold": "SELECT max(price) FROM item", "predicted": "SELECT max(price) FROM item"},
               {"id": "fresh-bad", "question": "Min price", "gold": "SELECT min(price) FROM item", "predicted": "SELECT max(price) FROM item"}]
     write_suite(shop.path, cases, database="shop.sqlite")
-    mixed = shop.runpytest(*xdist_args, "--nl2sql-baseline=base.json", "--nl2sql-report=json:r.json",
+    mixed = shop.runpytest("--nl2sql-baseline=base.json", "--nl2sql-report=json:r.json",
                            "--nl2sql-report=md:r.md", "--junitxml=junit.xml")
     mixed.assert_outcomes(passed=3, failed=2, xfailed=1)  # failed: the regression and the new failure
     assert mixed.ret == pytest.ExitCode.TESTS_FAILED
@@ -133,7 +128,7 @@ def test_baseline_classes_exit_codes_and_summary(shop: pytest.Pytester, xdist_ar
     # 4. without the regression and the failing new case: fixed, new and known failures pass the gate
     write_suite(shop.path, [c for c in edited(cases, count="SELECT count(id) FROM item") if c["id"] != "fresh-bad"],
                 database="shop.sqlite")
-    healed = shop.runpytest(*xdist_args, "--nl2sql-baseline=base.json")
+    healed = shop.runpytest("--nl2sql-baseline=base.json")
     healed.assert_outcomes(passed=4, xfailed=1)
     assert healed.ret == pytest.ExitCode.OK
 
@@ -177,10 +172,10 @@ def test_errors_fail_the_run_whatever_the_baseline(shop: pytest.Pytester) -> Non
     missing.stderr.fnmatch_lines(["*baseline file *nowhere.json does not exist; write it first with --nl2sql-update-baseline*"])
 
 
-def test_thresholds_every_form(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_thresholds_every_form(shop: pytest.Pytester) -> None:
     assert shop.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline").ret == pytest.ExitCode.OK
     # every test passes or is a known failure: the thresholds alone decide, known failures count as failures
-    failing = shop.runpytest(*xdist_args, "--nl2sql-baseline=base.json", "--nl2sql-fail-under=0.8",
+    failing = shop.runpytest("--nl2sql-baseline=base.json", "--nl2sql-fail-under=0.8",
                              "--nl2sql-fail-under=hard=0.6", "--nl2sql-fail-under=tag:joins=90%",
                              "--nl2sql-fail-under=tag:agg=1.0", "--nl2sql-fail-under=database:shop.sqlite=0.75")
     failing.assert_outcomes(passed=2, xfailed=2)
@@ -193,7 +188,7 @@ def test_thresholds_every_form(shop: pytest.Pytester, xdist_args: list[str]) -> 
     ])
     assert "tag:agg" not in failing.stdout.str()  # 1/1 meets its threshold
     # thresholds met exactly (1/2 is not below 0.5) pass
-    met = shop.runpytest(*xdist_args, "--nl2sql-baseline=base.json", "--nl2sql-fail-under=0.5",
+    met = shop.runpytest("--nl2sql-baseline=base.json", "--nl2sql-fail-under=0.5",
                          "--nl2sql-fail-under=hard=50%", "--nl2sql-fail-under=tag:joins=0.5")
     assert met.ret == pytest.ExitCode.OK
     assert "is below" not in met.stdout.str()
@@ -240,10 +235,10 @@ def pytest_nl2sql_predict(case):
 '''
 
 
-def test_predictor_hook_record_and_replay(shop: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_predictor_hook_record_and_replay(shop: pytest.Pytester) -> None:
     write_suite(shop.path, [{**c, "hint": "count rows"} if c["id"] == "count" else c for c in CASES], database="shop.sqlite")
     shop.makeconftest(PREDICTOR)
-    live = shop.runpytest(*xdist_args, "--nl2sql-record=rec.jsonl", "--nl2sql-report=json:live.json")
+    live = shop.runpytest("--nl2sql-record=rec.jsonl", "--nl2sql-report=json:live.json")
     live.assert_outcomes(passed=2, failed=2)
     assert live.ret == pytest.ExitCode.TESTS_FAILED
     items = {i["id"]: i for i in read_report(shop.path / "live.json")["items"]}
@@ -264,7 +259,7 @@ def test_predictor_hook_record_and_replay(shop: pytest.Pytester, xdist_args: lis
 
     # replay: a recording answers before the hook, so the model is not called for what it recorded
     shop.makeconftest("def pytest_nl2sql_predict(case):\n    raise RuntimeError('the model was called for ' + case.id)\n")
-    replay = shop.runpytest(*xdist_args, "--nl2sql-predictions=rec.jsonl", "--nl2sql-report=json:replay.json")
+    replay = shop.runpytest("--nl2sql-predictions=rec.jsonl", "--nl2sql-report=json:replay.json")
     replay.assert_outcomes(passed=1, failed=3)
     replayed = {i["id"]: i for i in read_report(shop.path / "replay.json")["items"]}
     for case_id in ("count", "cheap", "typo"):
@@ -314,7 +309,7 @@ def test_markdown_report_and_github_step_summary(shop: pytest.Pytester, monkeypa
     assert appended.startswith("earlier step\n") and md.strip() in appended
 
 
-def test_example_suites_gate(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_example_suites_gate(pytester: pytest.Pytester) -> None:
     """The quick start as a new user meets it: the committed baseline makes the example suites pass;
     breaking one case gives exactly one regression, named, and exit code 1; fixing it, exit code 0.
     The broken case lives apart and is an ERROR."""
@@ -323,7 +318,7 @@ def test_example_suites_gate(pytester: pytest.Pytester, xdist_args: list[str]) -
     suite = pytester.path / "example_suites" / "shop.nl2sql.yaml"
     original = suite.read_text()
 
-    result = pytester.runpytest(*xdist_args, "example_suites")
+    result = pytester.runpytest("example_suites")
     assert result.ret == pytest.ExitCode.OK
     outcomes = result.parseoutcomes()
     assert outcomes.get("xfailed", 0) > 0 and "failed" not in outcomes and "error" not in outcomes
@@ -333,14 +328,14 @@ def test_example_suites_gate(pytester: pytest.Pytester, xdist_args: list[str]) -
     assert "predictor_error 1" in result.stdout.str() and "prediction latency" in result.stdout.str()  # the model is in the loop
 
     suite.write_text(original.replace("predicted: SELECT count(id) FROM customer", "predicted: SELECT count(id) - 1 FROM customer"))
-    broken = pytester.runpytest(*xdist_args, "example_suites")
+    broken = pytester.runpytest("example_suites")
     assert broken.ret == pytest.ExitCode.TESTS_FAILED
     assert broken.parseoutcomes()["failed"] == 1
     broken.stdout.fnmatch_lines(["1 regression:", "  shop.nl2sql.yaml::count-customers",
                                  "FAILED example_suites/shop.nl2sql.yaml::count-customers*"])
 
     suite.write_text(original)
-    assert pytester.runpytest(*xdist_args, "example_suites").ret == pytest.ExitCode.OK
+    assert pytester.runpytest("example_suites").ret == pytest.ExitCode.OK
 
     error = pytester.runpytest("example_suites/broken")
     error.assert_outcomes(errors=1)

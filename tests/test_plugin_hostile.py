@@ -27,8 +27,7 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("xdist_args", [[], ["-n", "2"]], ids=["plain", "n2"])
-def test_hostile_predictions_are_contained(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_hostile_predictions_are_contained(pytester: pytest.Pytester) -> None:
     db = make_shop(pytester.path)
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     files_before = sorted(p.name for p in pytester.path.iterdir())
@@ -42,7 +41,7 @@ def test_hostile_predictions_are_contained(pytester: pytest.Pytester, xdist_args
     # two rounds in one file and a third in another: state left by one round would show in the next
     write_suite(pytester.path, [{**c, "id": f"{r}-{c['id']}"} for r in ("one", "two") for c in cases], database="shop.sqlite")
     write_suite(pytester.path, cases, name="again.nl2sql.yaml", database="shop.sqlite")
-    result = pytester.runpytest(*xdist_args, "--nl2sql-timeout=1", "--nl2sql-max-rows=1000", "--nl2sql-report=json:r.json")
+    result = pytester.runpytest("-n", "2", "--nl2sql-timeout=1", "--nl2sql-max-rows=1000", "--nl2sql-report=json:r.json")
     items = read_report(pytester.path / "r.json")["items"]
     by_verdict: dict[str, set[str]] = {}
     for item in items:

@@ -107,8 +107,8 @@ def statistics(ws: Any) -> dict[str, tuple[Any, ...]]:
     return found
 
 
-def test_every_report_format_read_back(mixed: pytest.Pytester, xdist_args: list[str]) -> None:
-    result = mixed.runpytest(*xdist_args, "--nl2sql-report=json:out/r.json", "--nl2sql-report=xlsx:out/r.xlsx",
+def test_every_report_format_read_back(mixed: pytest.Pytester) -> None:
+    result = mixed.runpytest("--nl2sql-report=json:out/r.json", "--nl2sql-report=xlsx:out/r.xlsx",
                              "--nl2sql-report=csv:out/r.csv", "--nl2sql-report=md:out/r.md")
     result.assert_outcomes(passed=2, failed=3, errors=1)
     out = mixed.path / "out"
@@ -224,15 +224,15 @@ def test_default_report_paths_are_relative_to_the_invocation_dir(mixed: pytest.P
     assert openpyxl.load_workbook(work / "nl2sql-report.xlsx").sheetnames[:2] == ["Overview", "Statistics"]
 
 
-def test_regressions_and_fixes_sheet_with_a_baseline(mixed: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_regressions_and_fixes_sheet_with_a_baseline(mixed: pytest.Pytester) -> None:
     """Record a baseline, change two predictions: one regression, one fix, shown in their sheet."""
-    recorded = mixed.runpytest(*xdist_args, "--nl2sql-baseline=baseline.json", "--nl2sql-update-baseline")
+    recorded = mixed.runpytest("--nl2sql-baseline=baseline.json", "--nl2sql-update-baseline")
     recorded.assert_outcomes(passed=2, xfailed=3, errors=1)  # failures recorded; a broken case stays an error
     cases = [dict(c) for c in SQL_CASES]
     cases[0]["predicted"] = "SELECT count(*) + 1 FROM item"  # count: pass -> fail
     cases[2]["predicted"] = "SELECT name FROM item"  # typo: fail -> pass
     write_suite(mixed.path, cases, database="shop.sqlite")
-    result = mixed.runpytest(*xdist_args, "--nl2sql-baseline=baseline.json", "--nl2sql-report=xlsx:r.xlsx",
+    result = mixed.runpytest("--nl2sql-baseline=baseline.json", "--nl2sql-report=xlsx:r.xlsx",
                              "--nl2sql-report=csv:r.csv")
     result.assert_outcomes(passed=2, failed=1, xfailed=2, errors=1)  # office and gdp: known failures
     wb = openpyxl.load_workbook(mixed.path / "r.xlsx")

@@ -73,8 +73,8 @@ def _bucket_counts(rows: list[tuple[Any, ...]], order: tuple[str, ...]) -> dict[
     return {b: c for b, c in counts.items() if c[1]}
 
 
-def test_hardness_and_exact_match_in_summary_and_json(shop: pytest.Pytester, xdist_args: list[str]) -> None:
-    result = shop.runpytest(*xdist_args, "--nl2sql-report=json:report.json")
+def test_hardness_and_exact_match_in_summary_and_json(shop: pytest.Pytester) -> None:
+    result = shop.runpytest("--nl2sql-report=json:report.json")
     passed = sum(c[4] == "pass" for c in CASES)
     result.assert_outcomes(passed=passed, failed=len(CASES) - passed)
     exact = [c[5] for c in CASES if c[5] is not None]
@@ -124,9 +124,9 @@ def test_partial_table_with_verbose(shop: pytest.Pytester) -> None:
 
 
 @pytest.mark.parametrize("bucket", ["hard", "easy"])
-def test_k_selects_a_hardness_bucket(shop: pytest.Pytester, xdist_args: list[str], bucket: str) -> None:
+def test_k_selects_a_hardness_bucket(shop: pytest.Pytester, bucket: str) -> None:
     want = [c[0] for c in CASES if c[3] == bucket]
-    result = shop.runpytest(*xdist_args, "-k", bucket, "--nl2sql-report=json:report.json")
+    result = shop.runpytest("-k", bucket, "--nl2sql-report=json:report.json")
     passed = sum(c[4] == "pass" for c in CASES if c[3] == bucket)
     result.assert_outcomes(passed=passed, failed=len(want) - passed)  # (xdist does not report deselections)
     report = read_report(shop.path / "report.json")
@@ -155,11 +155,11 @@ BIRD = [  # (question_id, SQL, difficulty, prediction, verdict); listed out of b
 ]
 
 
-def test_bird_difficulty_buckets(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_bird_difficulty_buckets(pytester: pytest.Pytester) -> None:
     questions = [{"question_id": qid, "db_id": "shop", "question": f"question {qid}", "evidence": "price is in euros",
                   "SQL": sql, "difficulty": diff} for qid, sql, diff, _, _ in BIRD]
     _write_bird(pytester.path, questions, [row[3] for row in BIRD])
-    result = pytester.runpytest(*xdist_args, "--nl2sql-report=json:report.json")
+    result = pytester.runpytest("--nl2sql-report=json:report.json")
     passed = sum(row[4] == "pass" for row in BIRD)
     result.assert_outcomes(passed=passed, failed=len(BIRD) - passed)
     order = ("simple", "moderate", "challenging")
@@ -172,7 +172,7 @@ def test_bird_difficulty_buckets(pytester: pytest.Pytester, xdist_args: list[str
     assert list(report["summary"]["by_hardness"]) == list(order)
     assert {b: (s["passed"], s["total"]) for b, s in report["summary"]["by_hardness"].items()} == counts
     assert all(isinstance(i["exact_match"], bool) for i in report["items"])  # schema read from the SQLite file
-    selected = pytester.runpytest(*xdist_args, "-k", "challenging", "--nl2sql-report=json:k.json")
+    selected = pytester.runpytest("-k", "challenging", "--nl2sql-report=json:k.json")
     selected.assert_outcomes(failed=1)
     assert [i["id"] for i in read_report(pytester.path / "k.json")["items"]] == ["7"]
 

@@ -2,7 +2,7 @@
 predictions from the case, from a JSONL `selection` file and from the predictor hook, thresholds
 per suite and per case, and the scores in the failure text, the terminal summary and the JSON.
 
-The numbers must not depend on xdist: the richer tests run plain, with `-n 0` and with `-n 2`.
+xdist equivalence is checked once: the JSON report identical with and without `-n 2`.
 """
 
 from __future__ import annotations
@@ -47,12 +47,12 @@ def dump(path: Any, data: Any) -> None:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def test_worked_example_from_the_case(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_worked_example_from_the_case(pytester: pytest.Pytester) -> None:
     """Spec 002's sample case (verbatim YAML) and its worked example: P 0.67, R 1.0 everywhere."""
     mexico = MEXICO_YAML + yaml.safe_dump({"predicted": selection(INDICATOR=[LP], COUNTRY=[MEX])}, sort_keys=False)
     (pytester.path / "mexico.nl2sql.yaml").write_text(mexico)
     dump(pytester.path / "gdp.nl2sql.yaml", gdp_case(predicted=selection(INDICATOR=[GDP, GDPPC, GDP_CONST])))
-    result = pytester.runpytest(*xdist_args, "--nl2sql-report=json:r.json")
+    result = pytester.runpytest("--nl2sql-report=json:r.json")
     result.assert_outcomes(passed=1, failed=1)
     # the failure is the per-dimension breakdown in the document's format
     result.stdout.fnmatch_lines([
@@ -101,7 +101,7 @@ def test_worked_example_from_the_case(pytester: pytest.Pytester, xdist_args: lis
     assert (s["total"], s["passed"]) == (2, 1)
 
 
-def test_jsonl_selection_file_and_multi_turn_conversations(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_jsonl_selection_file_and_multi_turn_conversations(pytester: pytest.Pytester) -> None:
     """`--nl2sql-predictions` JSONL with `selection`: one selection for a single targeted turn, a
     list of selections (one per targeted turn) for a conversation; counts sum over the turns."""
     cases = [
@@ -123,7 +123,7 @@ def test_jsonl_selection_file_and_multi_turn_conversations(pytester: pytest.Pyte
         {"id": "extra-dimension", "selection": selection(INDICATOR=[GDP], COUNTRY=[MEX])},
         {"id": "malformed", "selection": [{"dataset_id": "IMF.RES:WEO", "dimensions": [{"dimension_name": "INDICATOR", "values": [{"id": "GDP"}]}]}]},
     ])
-    result = pytester.runpytest(*xdist_args, "--nl2sql-predictions=preds.jsonl", "--nl2sql-report=json:r.json")
+    result = pytester.runpytest("--nl2sql-predictions=preds.jsonl", "--nl2sql-report=json:r.json")
     result.assert_outcomes(passed=1, failed=4)
     items = {i["id"]: i for i in read_report(pytester.path / "r.json")["items"]}
     assert items["gdp"]["verdict"] == "pass" and items["gdp"]["tags"] == ["imf"]
@@ -180,7 +180,7 @@ def pytest_nl2sql_predict(case):
 """
 
 
-def test_predictor_hook_is_called_once_per_targeted_turn(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_predictor_hook_is_called_once_per_targeted_turn(pytester: pytest.Pytester) -> None:
     """The hook sees the conversation truncated to the turn it answers, and wins over the case's
     and the file's predictions."""
     pytester.makeconftest(HOOK_CONFTEST)
@@ -196,7 +196,7 @@ def test_predictor_hook_is_called_once_per_targeted_turn(pytester: pytest.Pytest
     ]
     write_suite(pytester.path, cases, name="imf.nl2sql.yaml")
     write_jsonl(pytester.path / "preds.jsonl", [{"id": "chat", "selection": selection(INDICATOR=[GDPPC])}])
-    result = pytester.runpytest(*xdist_args, "--nl2sql-predictions=preds.jsonl", "--nl2sql-report=json:r.json")
+    result = pytester.runpytest("--nl2sql-predictions=preds.jsonl", "--nl2sql-report=json:r.json")
     result.assert_outcomes(passed=1, failed=1)
     calls = [json.loads(line) for line in (pytester.path / "calls.jsonl").read_text().splitlines()]
     chat_calls = [c for c in calls if c["id"] == "chat"]
@@ -251,7 +251,7 @@ def test_invalid_threshold_is_a_case_error(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*bad.nl2sql.yaml:1*compare.min_recall: expected a number between 0 and 1, got 2*"])
 
 
-def test_mixed_sql_and_term_selection_run(pytester: pytest.Pytester, xdist_args: list[str]) -> None:
+def test_mixed_sql_and_term_selection_run(pytester: pytest.Pytester) -> None:
     """SQL cases make the execution accuracy, term-selection cases the macro scores, side by side."""
     make_shop(pytester.path)
     write_suite(pytester.path, [
@@ -261,7 +261,7 @@ def test_mixed_sql_and_term_selection_run(pytester: pytest.Pytester, xdist_args:
     dump(pytester.path / "gdp.nl2sql.yaml", gdp_case(predicted=selection(INDICATOR=[GDP, GDPPC, GDP_CONST])))
     (pytester.path / "mexico.nl2sql.yaml").write_text(
         MEXICO_YAML + yaml.safe_dump({"predicted": selection(INDICATOR=[LP], COUNTRY=[MEX])}, sort_keys=False))
-    result = pytester.runpytest(*xdist_args, "--nl2sql-report=json:r.json", "-k", "not cheap")
+    result = pytester.runpytest("--nl2sql-report=json:r.json", "-k", "not cheap")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "*= nl2sql =*",
@@ -269,13 +269,15 @@ def test_mixed_sql_and_term_selection_run(pytester: pytest.Pytester, xdist_args:
         "term selection: macro precision 0.83, macro recall 1.00 (1/2 term-selection cases pass)",
     ])
     report = read_report(pytester.path / "r.json")
+    pytester.runpytest("--nl2sql-report=json:n2.json", "-k", "not cheap", "-n", "2")
+    assert read_report(pytester.path / "n2.json") == report  # xdist equivalence, once for term selection
     s = report["summary"]
     assert (s["total"], s["passed"], s["accuracy"]) == (1, 1, 1.0)
     assert "imf" not in s["by_tag"] and s["by_tag"]["shop"]["total"] == 1  # buckets are SQL only
     assert s["term_selection"]["macro_precision"] == pytest.approx(5 / 6)
     assert [i["kind"] for i in report["items"]] == ["term_selection", "term_selection", "sql"]
     # -k selects term-selection cases by tag too
-    tagged = pytester.runpytest(*xdist_args, "-k", "weo")
+    tagged = pytester.runpytest("-k", "weo")
     tagged.assert_outcomes(passed=1)
     tagged.stdout.fnmatch_lines(["term selection: macro precision 1.00, macro recall 1.00 (1/1 term-selection cases pass)"])
 

@@ -161,6 +161,34 @@ def test_without_schema_names_are_taken_as_written() -> None:
         parse_spider_sql("SELECT name FROM singer AS s LEFT JOIN concert AS c ON s.id = c.id")
 
 
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        # the official parser reads `e` as a second FROM table: only a schema with a table `e` accepts that
+        ("SELECT e.name FROM emp e WHERE e.id = 1", "alias without AS"),
+        ("SELECT a.name FROM emp a JOIN emp b ON a.boss = b.id", "alias without AS"),
+        ("SELECT t.x FROM (SELECT x FROM emp) t", "alias without AS"),
+        # ... and `n` as a second column
+        ("SELECT name n FROM emp", "column alias"),
+        ("SELECT count(*) total FROM emp", "column alias"),
+        # literals are not columns
+        ("SELECT name FROM emp WHERE boss IS NULL", "not a column"),
+        ("SELECT name FROM emp WHERE flag = true", "not a column"),
+    ],
+)
+def test_without_schema_what_no_plausible_schema_accepts_fails(sql: str, message: str) -> None:
+    with pytest.raises(SpiderParseError, match=message):
+        parse_spider_sql(sql)
+
+
+def test_with_a_schema_a_table_after_a_table_is_one_more_table_as_officially() -> None:
+    parsed = parse_spider_sql("SELECT name FROM singer concert", SCHEMA)
+    assert parsed.from_tables == (TableUnit(table="__singer__"), TableUnit(table="__concert__"))
+    assert len(parse_spider_sql("SELECT name age FROM singer", SCHEMA).select.items) == 2
+    with pytest.raises(SpiderParseError):
+        parse_spider_sql("SELECT s.name FROM singer s", SCHEMA)
+
+
 NAMES = st.sampled_from(["name", "age", "country", "singer_id"])
 
 

@@ -715,7 +715,7 @@ def _leave_with_parent() -> None:
 def serve(kind: str, address_space: int) -> None:
     """Answer requests on stdin until it closes. stdout is kept for replies only: file
     descriptor 1 is pointed at stderr, so that nothing a library prints can corrupt them."""
-    requests = os.fdopen(os.dup(0), "rb", buffering=0)
+    requests = os.fdopen(os.dup(0), "rb", buffering=1 << 16)  # a request in one read()
     replies = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)

@@ -308,6 +308,11 @@ class Pipeline:
         if key not in self._ddl:
             try:
                 self._ddl[key] = engine.schema_ddl()
+            except ConnectionLost:  # the engine re-opens its connection: ask once more, keep nothing
+                try:
+                    return engine.schema_ddl()
+                except EngineError:
+                    return ""
             except EngineError:
                 self._ddl[key] = ""
         return self._ddl[key]

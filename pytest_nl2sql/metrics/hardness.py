@@ -9,6 +9,11 @@ The official rules count on the parsed query (see `pytest_nl2sql.spider_sql`):
 
 Two official quirks are kept on purpose so that our buckets equal the leaderboard's: the aggregate
 count also counts WHERE/HAVING condition units that carry NOT, and every AND/OR connector of HAVING.
+
+`hardness` is the one entry point (`case_hardness` is the same for a suite run, never raising): the
+official parser where it reads the query, else the same rules counted on sqlglot's tree, built so
+that every spelling of a query (aliases without AS, quoted identifiers, keyword case, parentheses,
+``<>``) gets the bucket the official rules give its official spelling.
 """
 
 from __future__ import annotations
@@ -172,7 +177,8 @@ def count_others(sql: SpiderSQL) -> int:
 # that every spelling of one query gets one bucket. Official quirks reproduced here:
 # * a condition value that is a column (not a number, string or subquery) makes the official
 #   parser skip everything up to the next AND: `a = T2.b OR c > 1 AND d = 2` reads as two units
-#   joined by AND, the OR (and whatever it joins) is not seen;
+#   joined by AND, the OR (and whatever it joins) is not seen; when the skipped words hold a
+#   parenthesis (`OR count(*) > 1`, `OR x IN (SELECT ...)`), the query ends there;
 # * only the first operand of INTERSECT / UNION / EXCEPT is the query; the rest is one nested query;
 # * a SELECT item counts as an aggregate only when it *is* one: `count(*)` does, `(count(*))` and
 #   `max(a) - min(a)` do not;
@@ -239,7 +245,7 @@ def tree_counts(tree: exp.Expression) -> tuple[int, int, int]:
     joins = select.args.get("joins") or []
     tables = (select.args.get("from_") or select.args.get("from")) is not None
 
-    # Clauses in the order they are written; a condition whose skipped words reach a nested query
+    # Clauses in the order they are written; a condition whose skipped words reach a parenthesis
     # ends the official reading there (see `_official_condition`): the clauses after it are not read.
     ended = False
     from_conds: list[_Unit | str] = []
