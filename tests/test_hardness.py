@@ -208,7 +208,12 @@ def test_public_hardness_answers_what_a_suite_run_answers(sql: str, official_spe
         # a column value: the official parser skips up to the next AND, so the OR is not seen
         ("SELECT name FROM emp AS T1 JOIN dept AS T2 ON T1.dept = T2.id WHERE T1.salary < T2.budget OR T1.id > 3", "medium"),
         ("SELECT name FROM emp AS T1 JOIN dept AS T2 ON T1.dept = T2.id OR T1.boss = T2.id WHERE T1.id > 3", "medium"),
-        ("SELECT name FROM emp WHERE salary < 5 OR id > 3", "medium"),
+        ("SELECT name FROM emp WHERE salary < 5 OR id > 3", "medium"),  # values: the OR counts
+        # ... and when the skipped words hold a parenthesis, the query ends there (ORDER BY unread)
+        ("SELECT name FROM emp AS T1 JOIN dept AS T2 ON T1.dept = T2.id WHERE T1.salary < T2.budget "
+         "OR T1.id IN (SELECT boss FROM emp) ORDER BY T1.name", "medium"),
+        ("SELECT name FROM emp AS T1 JOIN dept AS T2 ON T1.dept = T2.id WHERE T1.salary < T2.budget "
+         "OR T1.id IN (SELECT boss FROM emp) AND T1.id > 2 ORDER BY T1.name", "medium"),
         # only the first operand of a chain of set operations is the query, the rest one nested query
         ("SELECT name FROM emp UNION SELECT name FROM dept EXCEPT SELECT name FROM emp", "hard"),
         # HAVING's aggregates do not count, its connectors do
@@ -291,6 +296,7 @@ def official_queries(draw: st.DrawFn, compound: bool = True) -> str:
     return sql
 
 
+# the functions are defined at the end of the module, hence the lambdas
 REWRITES = {
     "without AS": lambda sql: _drop_as(sql),
     "quoted identifiers": lambda sql: _quote_identifiers(sql),

@@ -34,7 +34,7 @@ from __future__ import annotations
 import atexit
 import math
 import os
-import pickle
+import marshal
 import select
 import signal
 import subprocess
@@ -205,6 +205,10 @@ class Worker:
         """End the child: it exits when its stdin closes, and is killed if it has not within
         1 s, or at once when a query holds the worker past `lock_timeout` (at interpreter exit,
         a daemon thread may be in one)."""
+        self._close_stdin(lock_timeout)
+        self._reap_closed(lock_timeout)
+
+    def _close_stdin(self, lock_timeout: float = -1) -> None:
         if not self._lock.acquire(timeout=lock_timeout):
             proc = self._proc
             if proc is not None and self._owner == os.getpid():
@@ -215,6 +219,15 @@ class Worker:
             proc = self._proc
             if proc is not None and self._owner == os.getpid() and proc.stdin is not None:
                 proc.stdin.close()
+        finally:
+            self._lock.release()
+
+    def _reap_closed(self, lock_timeout: float = -1) -> None:
+        if not self._lock.acquire(timeout=lock_timeout):
+            return  # killed by _close_stdin; whoever holds the lock finds it dead
+        try:
+            proc = self._proc
+            if proc is not None and self._owner == os.getpid():
                 try:
                     proc.wait(timeout=1.0)
                 except subprocess.TimeoutExpired:
@@ -344,7 +357,7 @@ class Worker:
         (length,) = HEADER.unpack_from(data)
         end = HEADER.size + length
         if len(data) >= end:
-            return pickle.loads(memoryview(data)[HEADER.size : end])
+            return marshal.loads(memoryview(data)[HEADER.size : end])
         buffer = bytearray(length)
         view = memoryview(buffer)
         got = len(data) - HEADER.size
@@ -355,7 +368,7 @@ class Worker:
             if not count:
                 raise _Gone
             got += count
-        return pickle.loads(buffer)
+        return marshal.loads(buffer)
 
     def _read_some(self, deadline: float, size: int) -> bytes:
         self._wait(deadline)
@@ -390,8 +403,11 @@ def shared_worker(kind: str, address_space: int) -> Worker:
 
 @atexit.register
 def _shutdown_all() -> None:
-    for worker in list(_LIVE):
-        try:
-            worker.shutdown(lock_timeout=0.5)
-        except Exception:  # noqa: BLE001 - exiting anyway
-            pass
+    """Close every worker's stdin first, so that they all exit at once, then reap them."""
+    workers = list(_LIVE)
+    for step in (Worker._close_stdin, Worker._reap_closed):
+        for worker in workers:
+            try:
+                step(worker, 0.5)
+            except Exception:  # noqa: BLE001 - exiting anyway
+                pass

@@ -14,11 +14,11 @@ NLTK would make of them, since they decide whether the official parser fails.
 
 Columns are identified as ``__table.column__`` (lower-cased), tables as ``__table__``, ``*`` as
 ``__all__``. Without a schema, names are taken as written (enough for hardness, which only counts
-clauses); ``T1.col`` is still resolved through the query's ``AS`` aliases. Without a schema the
-parser accepts only what the official one accepts with *some* plausible schema: a table alias
-without ``AS`` (``FROM emp e``, which it would read as a second table ``e``), a column alias
-(``SELECT name n``, a second column ``n``) and ``NULL`` / ``TRUE`` / ``FALSE`` as a column name
-are rejected, so that such queries get the tree-counted rules instead of a misreading.
+clauses); ``T1.col`` is still resolved through the query's ``AS`` aliases. Without a schema, three
+readings that the official parser would only make with an implausible schema are rejected, so that
+such queries get the tree-counted hardness rules instead of a misreading: a table alias without
+``AS`` (``FROM emp e``, read as a second table ``e``), a column alias (``SELECT name n``, read as
+a second column ``n``) and ``NULL`` / ``TRUE`` / ``FALSE`` as a column name.
 """
 
 from __future__ import annotations
