@@ -61,7 +61,7 @@ def test_an_empty_case_file_is_a_warning_naming_it(shop: pytest.Pytester, conten
     write_suite(shop.path, CASES[:1], database="shop.sqlite")
     result = shop.runpytest("-W", "default")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*empty.nl2sql.yaml: no cases in this file*"])
+    result.stdout.fnmatch_lines(["*NL2SQLWarning: empty.nl2sql.yaml*: no cases*"])
 
 
 def test_predictions_matching_no_case_are_a_warning_and_no_prediction_says_where_it_looked(shop: pytest.Pytester) -> None:

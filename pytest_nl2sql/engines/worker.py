@@ -249,10 +249,16 @@ class Worker:
             if self._owner == os.getpid() and self._proc.poll() is None:
                 return
             self._forget()  # died while idle, or inherited through fork: start our own
-        command = [sys.executable, str(CHILD_SCRIPT), self.kind, str(self.address_space)]
+        # -S: no site (the SQLite child needs only the standard library; DuckDB needs site-packages)
+        flags = ["-S"] if self.kind == "sqlite" else []
+        command = [sys.executable, *flags, str(CHILD_SCRIPT), self.kind, str(self.address_space)]
         try:
             proc = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+                process_group=0,  # Ctrl-C in a terminal is the parent's to handle, not the child's
             )
         except OSError as error:
             raise ConnectionLost(f"cannot start the {self.kind} worker process: {error}") from None

@@ -41,18 +41,19 @@ if __name__ == "__main__":
     del sys.path[0]
 
 import codecs
-import math
-import os
 import marshal
-import signal
+import os
 import sqlite3
 import struct
 import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
-from typing import Any
+
+# Only what starts fast is imported here (no pathlib, typing, signal): the child is started on
+# the first query of every process, and again after each kill.
+Any = object  # annotations only (they are never evaluated: `from __future__ import annotations`)
+INFINITY = float("inf")
 
 HEADER = struct.Struct("<Q")  # length of the marshal dump that follows
 MARSHAL_VERSION = 4
@@ -258,12 +259,12 @@ class SqliteSession(Session):
         super().__init__()
         codecs.lookup_error(text_errors)
         self.path = path
-        self._deadline = math.inf
+        self._deadline = INFINITY
         self._max_value_bytes = 0
         self._denied: str | None = None  # what the authorizer refused last, for the message
         self._in_select = False  # the statement being prepared began as a SELECT
         self._cursor: sqlite3.Cursor | None = None
-        self._conn = _connect_sqlite(Path(path))
+        self._conn = _connect_sqlite(path)
         try:
             self._configure(text_errors)
         except BaseException:
@@ -366,7 +367,7 @@ class SqliteSession(Session):
         return rows, done
 
     def _finish(self) -> None:
-        self._deadline = math.inf
+        self._deadline = INFINITY
         if self._cursor is not None:
             self._cursor.close()
             self._cursor = None
@@ -410,7 +411,7 @@ class SqliteSession(Session):
         self._conn.close()
 
 
-def sqlite_uri(path: Path) -> str:
+def sqlite_uri(path: str | os.PathLike[str]) -> str:
     """A read-only `file:` URI for `path` (percent-quoted, so `?`, `#` and `%` in names work).
 
     `immutable=1` is added only for a WAL-mode file without a `-wal` file beside it: there
@@ -418,16 +419,30 @@ def sqlite_uri(path: Path) -> str:
     reads the main file as the whole database. Elsewhere `mode=ro` keeps SQLite's locking, so a
     file rewritten during a session (a fixture regenerating it) is read correctly.
     """
+    path = os.path.abspath(os.fspath(path))
     params = "mode=ro"
     if _is_wal_without_log(path):
         params += "&immutable=1"
-    return f"{path.as_uri()}?{params}"
+    return f"{_file_uri(path)}?{params}"
 
 
-def _connect_sqlite(path: Path) -> sqlite3.Connection:
-    if not path.exists():
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def _file_uri(path: str) -> str:
+    """`pathlib.Path(path).as_uri()` for an absolute path, without importing pathlib."""
+    if os.name == "nt":
+        from pathlib import Path
+
+        return Path(path).as_uri()
+    quoted = "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(path))
+    return f"file://{quoted}"
+
+
+def _connect_sqlite(path: str) -> sqlite3.Connection:
+    if not os.path.exists(path):
         raise Refusal("missing", f"database file not found: {path}")
-    if not path.is_file():
+    if not os.path.isfile(path):
         raise Refusal("missing", f"database path is not a file: {path}")
     try:
         return sqlite3.connect(
@@ -437,15 +452,15 @@ def _connect_sqlite(path: Path) -> sqlite3.Connection:
         raise Refusal("missing", f"cannot open SQLite database {path}: {error}") from None
 
 
-def _is_wal_without_log(path: Path) -> bool:
+def _is_wal_without_log(path: str) -> bool:
     """Header bytes 18-19 are 2 in WAL mode (https://sqlite.org/fileformat.html)."""
     try:
-        with path.open("rb") as handle:
+        with open(path, "rb") as handle:
             header = handle.read(20)
     except OSError:
         return False
     wal = len(header) == 20 and header[18] == 2 and header[19] == 2
-    return wal and not path.with_name(path.name + "-wal").exists()
+    return wal and not os.path.exists(path + "-wal")
 
 
 # -- DuckDB ---------------------------------------------------------------------------------------
@@ -467,10 +482,10 @@ class DuckdbSession(Session):
         self.path = path
         self._duckdb = duckdb = _import_duckdb()
         self._timer: threading.Timer | None = None
-        self._deadline = math.inf
+        self._deadline = INFINITY
         self._max_value_bytes = 0
         self._memory_limit = str(config.get("memory_limit", ""))
-        if not Path(path).is_file():
+        if not os.path.isfile(path):
             raise Refusal("missing", f"database file not found: {path}")
         try:
             self._conn = duckdb.connect(path, read_only=True, config=dict(config))
@@ -520,7 +535,7 @@ class DuckdbSession(Session):
         if timer is not None:
             timer.cancel()
             timer.join()
-        self._deadline = math.inf
+        self._deadline = INFINITY
 
     def _translate(self, error: BaseException) -> Refusal:
         duckdb = self._duckdb
@@ -581,7 +596,7 @@ def _base() -> Any:
         if __name__ == "__main__":
             import importlib.util
 
-            path = Path(__file__).with_name("base.py")
+            path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "base.py")
             spec = importlib.util.spec_from_file_location("_nl2sql_engine_base", path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
@@ -721,7 +736,6 @@ def serve(kind: str, address_space: int) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _cap_address_space(address_space)
     _leave_with_parent()
     server = Server(address_space)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from _pytest._code.code import ExceptionChainRepr, ReprFileLocation, ReprTraceback
 
-from pytest_nl2sql.cases.read import Case, InvalidCase, load_case_file
+from pytest_nl2sql.cases.read import Case, InvalidCase, read_case_file
 from pytest_nl2sql.judge.pipeline import CaseLabel, CaseOutcome, Pipeline, PreparedCase
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.plugin.settings import Settings
@@ -70,11 +70,12 @@ class CaseFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         settings = run_state(self.config).settings
         confine = self.config.rootpath if settings.confine else None
-        entries = load_case_file(self.path, db_dir=settings.db_dir, dsn=settings.dsn, **({"confine": confine} if confine else {}))
-        self.case_count = len(entries)  # an aligned predictions file must have as many lines
-        if not entries:
-            self.warn(NL2SQLWarning(f"{self.nodeid}: no cases in this file"))
-        for entry in entries:
+        contents = read_case_file(self.path, db_dir=settings.db_dir, dsn=settings.dsn, confine=confine)
+        self.case_count = len(contents.entries)  # an aligned predictions file must have as many lines
+        for warning in contents.warnings:  # an empty file, `cases: []`: probably a mistake
+            where = f"{self.nodeid}:{warning.line}" if warning.line else self.nodeid
+            self.warn(NL2SQLWarning(f"{where}: {warning.message}"))
+        for entry in contents.entries:
             yield CaseItem.from_parent(self, name=entry.id, entry=entry)
 
 

@@ -1,0 +1,51 @@
+"""The declared dependency floors are true: the example suites run on the oldest pytest and
+sqlglot that `pyproject.toml` admits (installed beside this environment's, ahead on the path)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _floors() -> dict[str, str]:
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    floors = {}
+    for spec in dependencies:
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9.]+)", spec.split(";")[0].strip())
+        if match:
+            floors[match.group(1).lower()] = match.group(2)
+    return floors
+
+
+def test_the_example_suites_run_on_the_declared_minimum_pytest_and_sqlglot(tmp_path: Path) -> None:
+    floors = _floors()
+    wanted = [f"pytest=={floors['pytest']}", f"sqlglot=={floors['sqlglot']}"]
+    target = tmp_path / "floor"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", str(target), *wanted],
+        capture_output=True, text=True, timeout=300,
+    )
+    if install.returncode != 0:
+        pytest.skip(f"cannot install {' '.join(wanted)} from the package index: {install.stderr.strip()[-300:]}")
+    suites = tmp_path / "example_suites"
+    shutil.copytree(ROOT / "example_suites", suites)
+    env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}
+    versions = subprocess.run([sys.executable, "-c", "import pytest, sqlglot; print(pytest.__version__, sqlglot.__version__)"],
+                              capture_output=True, text=True, env=env, timeout=60)
+    installed = [tuple(int(n) for n in v.split(".")) for v in versions.stdout.split()]
+    declared = [tuple(int(n) for n in floors[name].split(".")) for name in ("pytest", "sqlglot")]
+    assert [v[: len(d)] for v, d in zip(installed, declared)] == declared and all(
+        set(v[len(d):]) <= {0} for v, d in zip(installed, declared)), versions.stdout + versions.stderr
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"], cwd=suites,
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert re.search(r"\d+ passed, \d+ xfailed", run.stdout), run.stdout[-2000:]
+    assert "execution accuracy" in run.stdout
