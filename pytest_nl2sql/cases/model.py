@@ -62,9 +62,6 @@ class Case:
     hint: str | None = None
     name: str | None = None
     tables_json: Path | None = None  # Spider's tables.json beside a `source:` (schema + foreign keys)
-    # Filled in at run time for the predictor hook:
-    schema: str | None = None  # the database's DDL
-    engine: Any = None  # the open database (an `Engine`), to run queries while predicting
 
     @property
     def is_term_selection(self) -> bool:

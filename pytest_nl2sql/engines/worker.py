@@ -95,7 +95,13 @@ class Worker:
     """One child process of `kind` (`"sqlite"` or `"duckdb"`), started on first use and again
     after it was killed; databases are registered as handles and (re)opened in it as needed."""
 
-    def __init__(self, kind: str, address_space: int, *, retry_memory_in_fresh: bool = False) -> None:
+    def __init__(
+        self,
+        kind: str,
+        address_space: int,
+        *,
+        retry_memory_in_fresh: bool = False,
+    ) -> None:
         self.kind = kind
         self.address_space = address_space
         # retry a query that ran out of memory once in a new child, unless it already ran in one
@@ -310,7 +316,7 @@ class Worker:
     # -- requests -------------------------------------------------------------------------------
 
     def _prepare(self, handle: int) -> None:
-        """A running child with `handle` open in it."""
+        """A running child with `handle` open in it (on this thread's CPU, if it follows it)."""
         self._ensure()
         if handle not in self._opened:
             self._setup_request(self._openers[handle])
@@ -398,12 +404,13 @@ _SHARED: dict[str, Worker] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_worker(kind: str, address_space: int) -> Worker:
-    """The one worker of `kind` that this process's engines share."""
+def shared_worker(kind: str, address_space: int, **options: Any) -> Worker:
+    """The one worker of `kind` that this process's engines share (`options` as for `Worker`,
+    applied when it is created)."""
     with _SHARED_LOCK:
         worker = _SHARED.get(kind)
         if worker is None:
-            worker = _SHARED[kind] = Worker(kind, address_space)
+            worker = _SHARED[kind] = Worker(kind, address_space, **options)
         return worker
 
 

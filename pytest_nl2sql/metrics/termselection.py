@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_nl2sql.vocab import Verdict
+
 Selection = list[dict[str, Any]]
 
 TARGET_KEY = "indicator_selection"
@@ -374,7 +376,7 @@ def aggregate_term_selection(items: Iterable[Mapping[str, Any]]) -> dict[str, An
         ts = item.get("term_selection")
         if item.get("kind") != "term_selection" and ts is None:
             continue
-        if item.get("verdict") == "gold_error":
+        if item.get("verdict") == Verdict.GOLD_ERROR.value:
             continue
         passed += bool(item.get("passed"))
         if ts is None:
