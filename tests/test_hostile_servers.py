@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_nl2sql.cli import postgres_role_sql
 import sqlglot
 
 import pytest_nl2sql.engines.mysql as mysql_engine
@@ -91,25 +93,18 @@ def pg() -> Iterator[PgServer]:
     suffix = uuid.uuid4().hex[:12]
     database, role = f"nl2sql_hostile_{suffix}", f"nl2sql_ro_{suffix}"
     server.execute(f'CREATE DATABASE "{database}"')
-    server.execute(f'CREATE ROLE "{role}" LOGIN')  # trust auth on loopback: no password
     admin = psycopg.connect(
         f"postgresql://{user}@127.0.0.1:5432/{database}", autocommit=True, connect_timeout=3
     )
     try:
         admin.execute("CREATE TABLE t (x INTEGER PRIMARY KEY)")
         admin.execute("INSERT INTO t VALUES (1), (2), (3)")
-        # the recommended deployment: connect, read, nothing else
-        admin.execute(f'REVOKE ALL ON DATABASE "{database}" FROM PUBLIC')
-        admin.execute(f'GRANT CONNECT ON DATABASE "{database}" TO "{role}"')
-        admin.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
-        admin.execute(f'GRANT USAGE ON SCHEMA public TO "{role}"')
-        admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
-        # any role may signal its own sessions: two workers sharing the role could kill each
-        # other's connection, so signalling is revoked in the benchmark database
-        admin.execute(
-            "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_terminate_backend(integer, bigint),"
-            " pg_catalog.pg_cancel_backend(integer) FROM PUBLIC"
-        )
+        # the recommended deployment, exactly as `nl2sql readonly-role` prints it: connect, read,
+        # nothing else; signalling revoked (two workers sharing the role could kill each other's
+        # connection). Trust auth on loopback: no password.
+        for statement in postgres_role_sql(database, role).splitlines():
+            if not statement.startswith("--"):
+                admin.execute(statement)
         yield PgServer(
             url=f"postgresql://{role}@127.0.0.1:5432/{database}",
             role=role,
