@@ -126,13 +126,30 @@ class Pipeline:
             return PreparedCase(case, label, hardness, broken=CaseOutcome(result, explain.gold_error_text(case, label.file, reason)))
         return PreparedCase(case, label, hardness, engine, gold)
 
-    def finish(self, prepared: PreparedCase, *, predicted: Any = None) -> CaseOutcome:
-        """Predict, judge and score a prepared case; apply the baseline."""
+    def finish(self, prepared: PreparedCase, *, predicted: Any = None,
+               prediction: PredictionOutcome | None = None) -> CaseOutcome:
+        """Predict (unless `prediction` was asked ahead, or `predicted` is given), judge and score a
+        prepared case; apply the baseline."""
         if prepared.broken is not None:
             return prepared.broken
+        if predicted is not None:
+            prediction = PredictionOutcome(predicted, PredictionSource.CASE)
         if prepared.case.is_term_selection:
-            return self._score_term_selection(prepared)
-        return self._judge_sql(prepared, predicted)
+            return self._score_term_selection(prepared, prediction)
+        return self._judge_sql(prepared, prediction)
+
+    def predict(self, case: Case, label: CaseLabel) -> PredictionOutcome:
+        """Ask for the case's prediction (the first source that applies). `finish` does it itself;
+        a caller that wants predictions ahead of judging (several at once) calls this first."""
+        if case.is_term_selection:
+            return self._predict_turns(case, label, tuple(case.conversation or ()))
+        try:
+            engine = self.engine_for(case)
+        except EngineError:
+            engine = None  # the case is broken; prepare says why, and the prediction is never judged
+        schema = self.schema_ddl(engine) if engine is not None else ""
+        request = PredictionRequest.for_case(case, schema=schema, engine=engine, dialect=case.written_in)
+        return self.predictor.predict(case, request, _file_names(case, label))
 
     def invalid(self, entry: InvalidCase, label: CaseLabel) -> CaseOutcome:
         """An entry of a case file that could not be read: broken, naming its file and line."""
@@ -161,12 +178,10 @@ class Pipeline:
 
     # --- SQL cases ------------------------------------------------------------------------
 
-    def _judge_sql(self, prepared: PreparedCase, predicted: Any) -> CaseOutcome:
+    def _judge_sql(self, prepared: PreparedCase, prediction: PredictionOutcome | None) -> CaseOutcome:
         case, label, engine, gold = prepared.case, prepared.label, prepared.engine, prepared.gold
         assert engine is not None and gold is not None
-        if predicted is not None:
-            prediction = PredictionOutcome(predicted, PredictionSource.CASE)
-        else:
+        if prediction is None:
             request = PredictionRequest.for_case(case, schema=self.schema_ddl(engine), engine=engine, dialect=case.written_in)
             prediction = self.predictor.predict(case, request, _file_names(case, label))
         try:
@@ -227,10 +242,10 @@ class Pipeline:
 
     # --- term-selection cases --------------------------------------------------------------
 
-    def _score_term_selection(self, prepared: PreparedCase) -> CaseOutcome:
+    def _score_term_selection(self, prepared: PreparedCase, prediction: PredictionOutcome | None) -> CaseOutcome:
         case, label = prepared.case, prepared.label
         conversation = tuple(case.conversation or ())
-        outcome = self._predict_turns(case, label, conversation)
+        outcome = prediction or self._predict_turns(case, label, conversation)
         selections, problem = None, outcome.error
         if problem is None and outcome.value is not None and not outcome.stale:
             try:
