@@ -8,6 +8,8 @@ that would give the answer away.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import time
 import traceback
@@ -122,12 +124,18 @@ class Predictor:
         started = time.perf_counter()
         try:
             value = self.hook(request)
+            if inspect.isawaitable(value):  # an `async def` hook: awaited here (in a worker thread
+                value = asyncio.run(_awaited(value))  # with --nl2sql-concurrency, so N run at once)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as e:  # noqa: BLE001 - pytest.fail() in a hook is an OutcomeException
             return PredictionOutcome(None, PredictionSource.HOOK, time.perf_counter() - started, error=_one_line(e),
                                      traceback=_user_traceback(e), key=request.key)
         return PredictionOutcome(value, PredictionSource.HOOK, time.perf_counter() - started, key=request.key)
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
 
 
 def _one_line(error: BaseException) -> str:

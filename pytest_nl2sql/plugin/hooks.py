@@ -12,6 +12,7 @@ from pytest_nl2sql.plugin import hookspecs
 from pytest_nl2sql.plugin import items as nodes
 from pytest_nl2sql.plugin.controller import CONTROLLER_KEY, Controller
 from pytest_nl2sql.plugin.fixtures import nl2sql  # noqa: F401  (registers the fixture)
+from pytest_nl2sql.plugin.prefetch import Prefetcher
 from pytest_nl2sql.plugin.settings import DEFAULT_FILES, OPTIONS, SettingsError, make_pipeline, read_settings
 
 
@@ -40,7 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
         pipeline = make_pipeline(settings, config)  # a bad predictions or baseline file: one usage error
     except SettingsError as e:
         raise pytest.UsageError(str(e)) from None
-    config.stash[nodes.STATE_KEY] = nodes.RunState(settings, pipeline)
+    prefetcher = Prefetcher(pipeline, settings.concurrency) if settings.concurrency > 1 else None
+    config.stash[nodes.STATE_KEY] = nodes.RunState(settings, pipeline, prefetcher=prefetcher)
     if not hasattr(config, "workerinput"):
         controller = Controller(settings, pipeline.baseline)
         config.stash[CONTROLLER_KEY] = controller
@@ -50,6 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(nodes.STATE_KEY, None)
     if state is not None:
+        if state.prefetcher is not None:
+            state.prefetcher.close()
         state.pipeline.close()
     controller = config.stash.get(CONTROLLER_KEY, None)
     if controller is not None:

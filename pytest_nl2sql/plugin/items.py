@@ -20,6 +20,7 @@ from _pytest._code.code import ExceptionChainRepr, ReprFileLocation, ReprTraceba
 from pytest_nl2sql.cases.read import Case, InvalidCase, read_case_file
 from pytest_nl2sql.judge.pipeline import CaseLabel, CaseOutcome, Pipeline, PreparedCase
 from pytest_nl2sql.judge.result import CaseResult
+from pytest_nl2sql.plugin.prefetch import Prefetcher, upcoming
 from pytest_nl2sql.plugin.settings import Settings
 from pytest_nl2sql.vocab import BaselineStatus
 
@@ -38,6 +39,7 @@ class RunState:
     settings: Settings
     pipeline: Pipeline
     usage_problem: str | None = None  # a misconfiguration found at collection, on an xdist worker
+    prefetcher: Prefetcher | None = None  # --nl2sql-concurrency > 1
 
 
 STATE_KEY = pytest.StashKey[RunState]()
@@ -107,6 +109,8 @@ class CaseItem(pytest.Item):
             elif state.usage_problem:
                 self._conclude(state.pipeline.unusable(self.entry, self.label, state.usage_problem), "setup")
             else:
+                if state.prefetcher is not None:
+                    state.prefetcher.submit(upcoming(self, self.session, state.prefetcher.ahead))
                 self.prepared = state.pipeline.prepare(self.entry, self.label)
                 if self.prepared.broken is not None:
                     self._conclude(self.prepared.broken, "setup")
@@ -114,8 +118,10 @@ class CaseItem(pytest.Item):
     def runtest(self) -> None:
         assert self.prepared is not None
         prepared, self.prepared = self.prepared, None  # results are not kept once judged
+        state = run_state(self.config)
         with self._result_even_on_crash("call"):
-            self._conclude(run_state(self.config).pipeline.finish(prepared), "call")
+            prediction = state.prefetcher.take(self) if state.prefetcher is not None else None
+            self._conclude(state.pipeline.finish(prepared, prediction=prediction), "call")
 
     def teardown(self) -> None:
         self.prepared = None

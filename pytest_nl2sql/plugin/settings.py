@@ -46,6 +46,9 @@ OPTIONS = (
     Option("--nl2sql-update-baseline", "write the current verdicts to --nl2sql-baseline, and pass", kind="bool", default=False),
     Option("--nl2sql-fail-under", "fail when accuracy is below RATE (repeatable): 0.8, 80%%, hard=0.6, tag:joins=0.9", kind="append", metavar="[BUCKET=]RATE"),
     Option("--nl2sql-record", "record every prediction made by the predictor hook to this JSONL file", metavar="PATH"),
+    Option("--nl2sql-concurrency", "ask the predictor for up to N cases at once, ahead of judging (default 1)", default="1", metavar="N"),
+    Option("--nl2sql-label", "name this run (the model, the prompt) in reports and the history", metavar="TEXT"),
+    Option("--nl2sql-history", "append one JSON line per run (run metadata and summary) to this file", metavar="PATH"),
     Option("--nl2sql-confine", "databases and result files named by case files must lie under the rootdir", kind="bool", default=False),
 )
 
@@ -73,6 +76,9 @@ class Settings:
     fail_under: tuple[Threshold, ...] = ()
     record: Path | None = None
     confine: bool = False
+    concurrency: int = 1
+    label: str | None = None
+    history: Path | None = None
 
     @property
     def spider_compat(self) -> bool:
@@ -116,10 +122,11 @@ def read_settings(config: Any) -> Settings:
     try:
         timeout = float(values["nl2sql_timeout"])
         max_rows = int(values["nl2sql_max_rows"])
+        concurrency = int(values["nl2sql_concurrency"])
     except ValueError as e:
-        raise SettingsError(f"--nl2sql-timeout / --nl2sql-max-rows: {e}") from e
-    if timeout <= 0 or max_rows <= 0:
-        raise SettingsError("--nl2sql-timeout and --nl2sql-max-rows must be positive")
+        raise SettingsError(f"--nl2sql-timeout / --nl2sql-max-rows / --nl2sql-concurrency: {e}") from e
+    if timeout <= 0 or max_rows <= 0 or concurrency <= 0:
+        raise SettingsError("--nl2sql-timeout, --nl2sql-max-rows and --nl2sql-concurrency must be positive")
     compat = values["nl2sql_compat"]
     if compat not in (None, "spider"):
         raise SettingsError(f"--nl2sql-compat: only `spider` is known, not {compat!r}")
@@ -142,6 +149,9 @@ def read_settings(config: Any) -> Settings:
         fail_under=thresholds,
         record=path("nl2sql_record"),
         confine=bool(values["nl2sql_confine"]),
+        concurrency=concurrency,
+        label=values["nl2sql_label"],
+        history=path("nl2sql_history"),
     )
 
 
