@@ -20,6 +20,7 @@ from pytest_nl2sql.plugin.settings import Settings
 from pytest_nl2sql.files import atomic_write_text
 from pytest_nl2sql.reports import write_report
 from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
+from pytest_nl2sql.gate.run import RunInfo, append_history, engine_label, git_commit, utc_now
 from pytest_nl2sql.gate.thresholds import check_thresholds
 from pytest_nl2sql.judge.result import CaseResult
 
@@ -34,6 +35,8 @@ class Controller:
         self.summary: dict[str, Any] | None = None
         self.messages: list[str] = []  # files written, baseline notes
         self.failures: list[str] = []  # threshold and baseline problems that fail the session
+        self.started = utc_now()
+        self.run: RunInfo | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         result = result_of(report)
@@ -47,12 +50,27 @@ class Controller:
             return  # no case ran and nothing was asked of us: stay silent
         results = ordered(self.results.values())
         summary = summarize(results)
+        complete = exitstatus != pytest.ExitCode.INTERRUPTED and not session.shouldfail and not session.shouldstop
+        self.run = RunInfo(
+            started=self.started.isoformat(timespec="seconds"), duration_s=round((utc_now() - self.started).total_seconds(), 3),
+            label=settings.label, git_commit=git_commit(session.config.rootpath), engine=engine_label(settings.dsn),
+            complete=complete, options=settings.run_options(),
+        )
         if self.baseline is not None:
             comparison = compare_with_baseline(self.baseline, [r.to_json() for r in results])
             summary["baseline"] = comparison.to_json()
             self.messages += comparison.render_lines()
         self.summary = summary
-        report = build_report(results, summary)
+        report = {"run": self.run.to_json(), **build_report(results, summary)}
+        if not complete:
+            self.messages.insert(0, f"the run was interrupted: {len(results)} cases were judged and the reports say "
+                                    "`complete: false`")
+        if settings.history is not None:
+            try:
+                append_history(settings.history, self.run, summary)
+                self.messages.append(f"history: {settings.history} (+1 run)")
+            except OSError as e:
+                self.failures.append(f"nl2sql: cannot append to the history {settings.history}: {e}")
         if settings.update_baseline and settings.baseline is not None:
             previous = None
             if settings.baseline.exists():

@@ -84,6 +84,12 @@ class Settings:
     def spider_compat(self) -> bool:
         return self.compat == "spider"
 
+    def run_options(self) -> dict[str, Any]:
+        """The options that shape verdicts, for the report's `run` (no paths, no secrets)."""
+        return {"timeout": self.limits.timeout, "max_rows": self.limits.max_rows, "compat": self.compat,
+                "concurrency": self.concurrency, "baseline": self.baseline is not None,
+                "predictions": self.predictions.name if self.predictions else None}
+
 
 def option_value(config: Any, option: Option) -> Any:
     """The command-line value if given, else the ini value, else the default."""

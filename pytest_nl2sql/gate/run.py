@@ -1,0 +1,91 @@
+"""What a run was: when, how long, which model (`--nl2sql-label`), which commit, which engine, with
+which options, and whether it ran to the end. Every report carries it; `--nl2sql-history` keeps
+one line per run, so that numbers can be traced to what produced them and followed over time.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_nl2sql.engines.url import DatabaseMissing, parse_database
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The JSON report's `run` (its first six keys are the contract's)."""
+
+    started: str  # ISO 8601, UTC
+    duration_s: float
+    label: str | None
+    git_commit: str | None
+    engine: str  # the --nl2sql-dsn database (password masked), or "per case"
+    complete: bool  # false when the run was interrupted (Ctrl-C, -x, a crash of the session)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"started": self.started, "duration_s": self.duration_s, "label": self.label,
+                "git_commit": self.git_commit, "engine": self.engine, "complete": self.complete,
+                "options": dict(self.options)}
+
+
+def utc_now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+def git_commit(directory: Path) -> str | None:
+    """The commit checked out in `directory` (with `+dirty` when the tree has changes), or None
+    outside a repository or without git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=directory,
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def engine_label(dsn: str | None) -> str:
+    """Where the cases ran: the DSN without its password, or "per case" (each case's database)."""
+    if not dsn:
+        return "per case"
+    try:
+        return parse_database(dsn).describe()
+    except DatabaseMissing:
+        return "(unparsable --nl2sql-dsn)"
+
+
+def history_line(run: RunInfo, summary: Mapping[str, Any]) -> str:
+    """One JSON line of `--nl2sql-history`: the run and its summary, without per-item detail."""
+    return json.dumps({"run": run.to_json(), "summary": dict(summary)}, ensure_ascii=True, sort_keys=True, default=str) + "\n"
+
+
+def append_history(path: Path, run: RunInfo, summary: Mapping[str, Any]) -> None:
+    """Append one line (one `write` of a whole line, so concurrent runs do not interleave)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(history_line(run, summary))
+
+
+def read_history(path: Path) -> list[dict[str, Any]]:
+    """Every readable line of a history file, oldest first (a torn last line is skipped)."""
+    runs = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("run"), dict):
+            runs.append(entry)
+    return runs

@@ -1,0 +1,59 @@
+"""Every report says what the run was: when, how long, which model and commit, where, whether it
+finished; `--nl2sql-history` keeps one line per run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from helpers import make_shop, read_report, write_suite
+
+CASES = [
+    {"id": "a", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) FROM item"},
+    {"id": "b", "gold": "SELECT name FROM item WHERE price < 2", "predicted": "SELECT name FROM item"},
+    {"id": "c", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) FROM item"},
+]
+
+
+@pytest.fixture
+def shop(pytester: pytest.Pytester) -> pytest.Pytester:
+    make_shop(pytester.path)
+    write_suite(pytester.path, CASES, database="shop.sqlite")
+    return pytester
+
+
+def test_the_report_names_the_run(shop: pytest.Pytester) -> None:
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=shop.path, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=shop.path, check=True)
+    subprocess.run([*git, "commit", "-qm", "suite"], cwd=shop.path, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=shop.path, capture_output=True, text=True).stdout.strip()
+    shop.runpytest("--nl2sql-label=prompt-v2", "--nl2sql-report=json:r.json")
+    run = read_report(shop.path / "r.json")["run"]
+    assert {k: run[k] for k in ("label", "git_commit", "engine", "complete")} == {
+        "label": "prompt-v2", "git_commit": head, "engine": "per case", "complete": True}
+    assert run["duration_s"] >= 0 and run["started"].endswith("+00:00")
+    assert run["options"]["timeout"] == 30.0
+
+
+def test_a_stopped_run_is_marked_incomplete(shop: pytest.Pytester) -> None:
+    result = shop.runpytest("-x", "--nl2sql-report=json:r.json")
+    result.stdout.fnmatch_lines(["the run was interrupted: 2 cases were judged and the reports say `complete: false`"])
+    report = read_report(shop.path / "r.json")
+    assert report["run"]["complete"] is False and len(report["items"]) == 2
+
+
+def test_an_interrupted_run_is_marked_incomplete(shop: pytest.Pytester) -> None:
+    shop.makeconftest("def pytest_nl2sql_predict(case):\n    if case.id == 'b':\n        raise KeyboardInterrupt\n")
+    shop.runpytest_subprocess("--nl2sql-report=json:r.json")  # Ctrl-C, as pytest sees it
+    report = read_report(shop.path / "r.json")
+    assert report["run"]["complete"] is False and [i["id"] for i in report["items"]] == ["a"]
+
+
+def test_history_keeps_one_line_per_run(shop: pytest.Pytester) -> None:
+    shop.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=one")
+    shop.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=two", "-k", "not b")
+    lines = [json.loads(line) for line in (shop.path / "h.jsonl").read_text().splitlines()]
+    assert [(entry["run"]["label"], entry["summary"]["accuracy"]) for entry in lines] == [("one", 2 / 3), ("two", 1.0)]
