@@ -39,6 +39,23 @@ class Reason(str, Enum):
     ORDER = "order"
 
 
+class NearMiss(str, Enum):
+    """What kind of near miss a `mismatch` was (the JSON item's `near_miss`), in the contract's
+    order: where several fit, the first one is named."""
+
+    ORDER_ONLY = "order_only"  # right rows in another order
+    DUPLICATES = "duplicates"  # the same rows with duplicates lost or added
+    EXTRA_COLUMNS = "extra_columns"  # every gold column present, plus others
+    MISSING_COLUMNS = "missing_columns"  # some gold columns absent, the rest right
+    FLOAT_TOLERANCE = "float_tolerance"  # numbers within 1e-4 relative
+    NULL_VS_ZERO_OR_EMPTY = "null_vs_zero_or_empty"  # NULL against 0 or ''
+    CASE_OR_WHITESPACE = "case_or_whitespace"  # strings differing in case or outer whitespace only
+    LIMIT_PREFIX = "limit_prefix"  # one result a prefix of the other, under an ordered gold
+
+
+NEAR_MISSES = tuple(n.value for n in NearMiss)
+
+
 class Kind(str, Enum):
     SQL = "sql"
     TERM_SELECTION = "term_selection"

@@ -351,3 +351,16 @@ def test_ini_baseline_path_is_relative_to_the_ini_file(shop: pytest.Pytester) ->
         mp.chdir(sub)
         result = shop.runpytest(str(shop.path))  # the same suite and ini, run from elsewhere
     assert result.ret == pytest.ExitCode.OK
+
+
+def test_a_partial_recording_adds_to_the_earlier_one(shop: pytest.Pytester) -> None:
+    """`-k` once overwrote the recording: the cases not run now keep their earlier answers."""
+    shop.makeconftest("def pytest_nl2sql_predict(case):\n    return 'SELECT count(*) FROM item -- ' + case.id\n")
+    shop.runpytest("--nl2sql-record=rec.jsonl")
+    first = {r["id"]: r for r in map(json.loads, (shop.path / "rec.jsonl").read_text().splitlines())}
+    shop.makeconftest("def pytest_nl2sql_predict(case):\n    return 'SELECT 2 -- ' + case.id\n")
+    result = shop.runpytest("--nl2sql-record=rec.jsonl", "-k", "count")
+    result.stdout.fnmatch_lines(["predictions recorded: *rec.jsonl (1 cases, 3 earlier ones kept)"])
+    second = {r["id"]: r for r in map(json.loads, (shop.path / "rec.jsonl").read_text().splitlines())}
+    assert set(second) == set(first) and second["count"]["predicted"] == "SELECT 2 -- count"
+    assert {k: v for k, v in second.items() if k != "count"} == {k: v for k, v in first.items() if k != "count"}

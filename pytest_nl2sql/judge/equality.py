@@ -6,7 +6,8 @@ each case's predicted result so that a reviewer (and `compare_with_baseline`) ca
 known failure still fails *the same way*. Both read values through `normalise_value`, so two
 results the comparison calls equal always hash alike, and two it tells apart hash apart: column
 order never matters, row order matters only for ordered results, 1, 1.0, True and "1" are the same
-value, floats agree to 15 significant digits, bytes are never text.
+value, floats agree to 15 significant digits, bytes are never text, and
+timezone-aware timestamps are instants (`10:00+02:00` is `08:00+00:00`: both are written in UTC).
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ def _number(value: float) -> Any:
     return int(value) if value.is_integer() else value
 
 
+def _utc_time(value: _dt.time) -> _dt.time:
+    """A time of day with an offset, as the same time in UTC (a day's wrap-around ignored)."""
+    moment = _dt.datetime.combine(_dt.date(2000, 1, 3), value).astimezone(_dt.timezone.utc)
+    return moment.timetz()
+
+
 def normalise_value(value: Any, case_sensitive: bool = True, strip_whitespace: bool = False) -> Any:
     """The canonical, hashable form in which ``exec`` mode compares a value (see the module docstring)."""
     if value is None:
@@ -79,8 +86,14 @@ def normalise_value(value: Any, case_sensitive: bool = True, strip_whitespace: b
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, _dt.datetime):
+        if value.utcoffset() is not None:  # an instant: the same whatever the offset it is written in
+            value = value.astimezone(_dt.timezone.utc)
         return value.isoformat(sep=" ")
-    if isinstance(value, (_dt.date, _dt.time)):
+    if isinstance(value, _dt.time):
+        if value.utcoffset() is not None:
+            value = _utc_time(value)
+        return value.isoformat()
+    if isinstance(value, _dt.date):
         return value.isoformat()
     if isinstance(value, uuid.UUID):
         return str(value)

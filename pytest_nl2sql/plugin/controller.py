@@ -7,6 +7,7 @@ like pytest's junitxml: the reports are the truth, worker memory is never read.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -85,10 +86,12 @@ class Controller:
                 self.failures.append(f"nl2sql: {e}")
         if settings.record is not None:
             records = [_record(r) for r in results if r.extra.get("prediction_source") == "hook"]
+            kept = _earlier_records(settings.record, {(r.file, r.id) for r in results})
             try:
-                atomic_write_text(settings.record, record_lines(records), errors="backslashreplace",
+                atomic_write_text(settings.record, record_lines(records + kept), errors="backslashreplace",
                                   what="the predictions record")
-                self.messages.append(f"predictions recorded: {settings.record} ({len(records)} cases)")
+                self.messages.append(f"predictions recorded: {settings.record} ({len(records)} cases"
+                                     + (f", {len(kept)} earlier ones kept" if kept else "") + ")")
             except OSError as e:
                 self.failures.append(f"nl2sql: {e}")
         for target in settings.reports:
@@ -121,6 +124,24 @@ def _record(result: CaseResult) -> dict[str, Any]:
         return {**record, "error": result.extra["error"]}
     key = "selection" if result.kind.value == "term_selection" else "predicted"
     return {**record, key: result.predicted}
+
+
+def _earlier_records(path: Path, ran: set[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The records of an earlier recording for cases that did not run now (`-k`, another suite):
+    a partial run adds to a recording instead of overwriting it."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    kept = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and (record.get("file"), str(record.get("id"))) not in ran:
+            kept.append(record)
+    return kept
 
 
 CONTROLLER_KEY = pytest.StashKey[Controller]()
