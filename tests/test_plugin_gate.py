@@ -364,3 +364,32 @@ def test_a_partial_recording_adds_to_the_earlier_one(shop: pytest.Pytester) -> N
     second = {r["id"]: r for r in map(json.loads, (shop.path / "rec.jsonl").read_text().splitlines())}
     assert set(second) == set(first) and second["count"]["predicted"] == "SELECT 2 -- count"
     assert {k: v for k, v in second.items() if k != "count"} == {k: v for k, v in first.items() if k != "count"}
+
+
+def test_baseline_keys_do_not_depend_on_where_pytest_starts(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    suites = pytester.mkdir("suites")
+    make_shop(suites)
+    write_suite(suites, CASES, database="shop.sqlite")
+    monkeypatch.chdir(suites)
+    pytester.runpytest(str(suites), "--nl2sql-baseline=base.json", "--nl2sql-update-baseline").assert_outcomes(passed=2, xfailed=2)
+    monkeypatch.chdir(pytester.path)  # from the parent folder, the rootdir (and the node ids) differ
+    result = pytester.runpytest("--nl2sql-baseline=suites/base.json")  # rootdir: the parent
+    result.assert_outcomes(passed=2, xfailed=2)
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_most_entries_matching_nothing_is_explained(shop: pytest.Pytester) -> None:
+    shop.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    (shop.path / "shop.nl2sql.yaml").rename(shop.path / "renamed.nl2sql.yaml")
+    result = shop.runpytest("--nl2sql-baseline=base.json")
+    result.stdout.fnmatch_lines(["4 of 4 baseline cases matched no case of this run: its keys are case files relative "
+                                 "to the baseline file's folder (it has shop.nl2sql.yaml::*, this run has renamed.nl2sql.yaml::*)*"])
+
+
+def test_a_full_update_forgets_deleted_cases_and_a_partial_one_keeps_them(shop: pytest.Pytester) -> None:
+    shop.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    write_suite(shop.path, [c for c in CASES if c["id"] != "typo"], database="shop.sqlite")
+    shop.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline", "-k", "count")
+    assert "typo" in json.loads((shop.path / "base.json").read_text())["cases"]["shop.nl2sql.yaml"]
+    shop.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    assert set(json.loads((shop.path / "base.json").read_text())["cases"]["shop.nl2sql.yaml"]) == {"count", "swap", "cheap"}

@@ -6,7 +6,7 @@ differs between `-n 0` and `-n 2`), sorted, and holds one case per line:
 
     {
       "format": "pytest-nl2sql baseline",
-      "version": 1,
+      "version": 2,
       "cases": {
         "suites/shop.nl2sql.yaml": {
           "cheap": {"fingerprint": "3f1c…", "passed": false, "reason": "values", "verdict": "mismatch"},
@@ -15,7 +15,10 @@ differs between `-n 0` and `-n 2`), sorted, and holds one case per line:
       }
     }
 
-Cases are keyed by (file, id), `file` being relative to pytest's rootdir as in the nodeid.
+Cases are keyed by (file, id), `file` being the case file relative to the baseline file's folder,
+so the keys do not depend on where pytest is started (version 1 keyed by the rootdir-relative
+path; with the baseline in the rootdir, the usual layout, both are the same and version 1 files
+read unchanged).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from pytest_nl2sql.gate.stats import SIGNIFICANCE, is_significant, mcnemar_exact
 from pytest_nl2sql.vocab import BaselineStatus, Verdict
 
 FORMAT = "pytest-nl2sql baseline"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 _ASCII_DIGITS = frozenset("0123456789")
 
@@ -77,6 +81,25 @@ class Baseline:
 
     def lookup(self, file: str, case_id: str) -> BaselineEntry | None:
         return self.entries.get((file, case_id))
+
+    def key_of(self, case_file: str | os.PathLike[str]) -> str:
+        """A case file's key: its path relative to the baseline file's folder (posix)."""
+        return key_relative_to(Path(self.path).parent, case_file)
+
+    def lookup_case(self, case_file: str | os.PathLike[str], case_id: str) -> BaselineEntry | None:
+        """The entry of a case given its file's path (absolute, or relative to the current directory)."""
+        return self.lookup(self.key_of(case_file), case_id)
+
+
+def key_relative_to(folder: str | os.PathLike[str], case_file: str | os.PathLike[str]) -> str:
+    return Path(os.path.relpath(Path(case_file).resolve(), Path(folder).resolve())).as_posix()
+
+
+def _file_key(item: Mapping[str, Any], baseline_folder: Path | None, rootdir: Path | None) -> str:
+    """An item's file (relative to the rootdir, as in the JSON report) as a baseline key."""
+    if baseline_folder is None or rootdir is None:
+        return item["file"]
+    return key_relative_to(baseline_folder, rootdir / item["file"])
 
 
 def classify(entry: BaselineEntry | None, passed_now: bool) -> BaselineStatus | None:
@@ -128,9 +151,9 @@ def _parse_entries(data: Any, where: str) -> dict[Key, BaselineEntry]:
 
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise bad(f'expected a JSON object with "format": "{FORMAT}"')
-    if data.get("version") != VERSION:
+    if data.get("version") not in READABLE_VERSIONS:
         found = data.get("version")
-        raise bad(f"unsupported version {found!r} (this plugin reads version {VERSION})")
+        raise bad(f"unsupported version {found!r} (this plugin reads versions {', '.join(map(str, READABLE_VERSIONS))})")
     cases = data.get("cases")
     if not isinstance(cases, dict):
         raise bad('"cases" must be an object of files')
@@ -169,6 +192,8 @@ def write_baseline(
     items: Iterable[Mapping[str, Any]],
     *,
     previous: Baseline | None = None,
+    rootdir: str | os.PathLike[str] | None = None,
+    replaced_files: Iterable[str] | None = None,
 ) -> None:
     """Write the items' verdicts as a baseline, deterministically (sorted, one case per line).
 
@@ -177,9 +202,14 @@ def write_baseline(
     one step (the old one stays whole if anything fails) and keeps its permissions; a failure is
     a `BaselineWriteError` naming the path.
     """
+    folder = Path(path).resolve().parent if rootdir is not None else None
+    root = Path(rootdir) if rootdir is not None else None
     entries: dict[Key, BaselineEntry] = dict(previous.entries) if previous else {}
+    if replaced_files is not None:  # a full run of these files: cases that no longer exist go
+        gone = {_file_key({"file": f}, folder, root) for f in replaced_files}
+        entries = {key: entry for key, entry in entries.items() if key[0] not in gone}
     for item in items:
-        entries[(item["file"], item["id"])] = entry_of(item)
+        entries[(_file_key(item, folder, root), item["id"])] = entry_of(item)
     _atomic_write(Path(path), render_baseline(entries))
 
 
@@ -299,6 +329,12 @@ class BaselineComparison:
     def render_lines(self) -> list[str]:
         """The terminal summary's baseline lines; regressions and fixes listed by nodeid."""
         lines = [f"baseline {self.path}: {self.paired} cases judged in both runs"]
+        if self.new and len(self.missing) > self.paired:
+            lines.append(
+                f"{len(self.missing)} of {self.paired + len(self.missing)} baseline cases matched no case of this run: "
+                f"its keys are case files relative to the baseline file's folder (it has {self.missing[0]}, "
+                f"this run has {self.new[0]}); was the suite moved, or the baseline written for another one?"
+            )
         if self.paired:
             lines.append(
                 f"cases passing (SQL and term selection, judged in both runs): then "
@@ -332,7 +368,7 @@ class BaselineComparison:
 
 
 def compare_with_baseline(
-    baseline: Baseline, items: Iterable[Mapping[str, Any]]
+    baseline: Baseline, items: Iterable[Mapping[str, Any]], rootdir: str | os.PathLike[str] | None = None
 ) -> BaselineComparison:
     """Count the items (JSON report items, in collection order) by the baseline status the
     pipeline gave each one (the status is decided once, where the case ran; an item without one
@@ -345,8 +381,10 @@ def compare_with_baseline(
     new: list[str] = []
     paired = passed_before = passed_now = 0
     seen: set[Key] = set()
+    folder = Path(baseline.path).resolve().parent if rootdir is not None else None
+    root = Path(rootdir) if rootdir is not None else None
     for item in items:
-        key = (item["file"], item["id"])
+        key = (_file_key(item, folder, root), item["id"])
         seen.add(key)
         label = item.get("nodeid") or f"{key[0]}::{key[1]}"
         if item["verdict"] == Verdict.GOLD_ERROR.value:

@@ -198,7 +198,7 @@ class Pipeline:
             fingerprint=judgement.fingerprint, latency=prediction.latency,
             diff=explain.diff_json(judgement, gold), extra=prediction.report_fields(),
         )
-        result = self._with_baseline(result)
+        result = self._with_baseline(result, case)
         text = None if result.passed else explain.failure_text(case, label.file, result, judgement, gold, self.options.verbosity)
         return CaseOutcome(result, _with_baseline_note(text, result), judgement, gold)
 
@@ -259,7 +259,7 @@ class Pipeline:
             verdict = Verdict.PREDICTOR_ERROR if problem is not None else Verdict.NO_PREDICTION
             reason = problem or ("the recorded prediction is stale" if outcome.stale else self._no_prediction_reason(case))
             result = self._with_baseline(self._result(case, label, prepared.hardness, verdict, reason=reason,
-                                                      predicted=_plain(outcome.value), **common))
+                                                      predicted=_plain(outcome.value), **common), case)
             return CaseOutcome(result, _with_baseline_note(explain.term_selection_error_text(case, label.file, result), result))
         score = termselection.score_term_selection(termselection.targets(conversation), selections)
         min_precision, min_recall = termselection.thresholds(case.compare)
@@ -268,7 +268,7 @@ class Pipeline:
             case, label, prepared.hardness, Verdict.PASS if passed else Verdict.MISMATCH,
             reason=None if passed else termselection.reason_text(score, min_precision, min_recall),
             predicted=outcome.value, term_selection=score.to_json(), **common,
-        ))
+        ), case)
         text = None if passed else explain.term_selection_failure_text(case, label.file, result)
         return CaseOutcome(result, _with_baseline_note(text, result))
 
@@ -297,11 +297,12 @@ class Pipeline:
             gold=case.gold_value if kind is Kind.SQL else None, hardness=hardness, tags=case.tags, **fields,
         )
 
-    def _with_baseline(self, result: CaseResult) -> CaseResult:
-        """The baseline status, decided once, here (the controller only counts them)."""
+    def _with_baseline(self, result: CaseResult, case: Case) -> CaseResult:
+        """The baseline status, decided once, here (the controller only counts them). The case is
+        found by its file relative to the baseline file, whatever directory pytest started in."""
         if self.baseline is None:
             return result
-        status = classify(self.baseline.lookup(result.file, result.id), result.passed)
+        status = classify(self.baseline.lookup_case(case.file, result.id), result.passed)
         return result if status is None else result.replace(baseline=status.value)
 
     # --- databases, schemas and hardness (cached per process) ------------------------------

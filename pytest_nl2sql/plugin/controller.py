@@ -58,7 +58,7 @@ class Controller:
             complete=complete, options=settings.run_options(),
         )
         if self.baseline is not None:
-            comparison = compare_with_baseline(self.baseline, [r.to_json() for r in results])
+            comparison = compare_with_baseline(self.baseline, [r.to_json() for r in results], session.config.rootpath)
             summary["baseline"] = comparison.to_json()
             self.messages += comparison.render_lines()
         self.summary = summary
@@ -80,7 +80,10 @@ class Controller:
                 except BaselineError as e:
                     self.messages.append(f"the old baseline could not be read ({e}): written from scratch")
             try:
-                write_baseline(settings.baseline, report["items"], previous=previous)
+                full = _full_run(session) and complete  # a deleted case leaves the baseline only then
+                replaced = sorted({r.file for r in results}) if full else None
+                write_baseline(settings.baseline, report["items"], previous=previous,
+                               rootdir=session.config.rootpath, replaced_files=replaced)
                 self.messages.append(f"baseline written: {settings.baseline} ({len(results)} cases)")
             except OSError as e:  # a BaselineWriteError names the path and what is wrong
                 self.failures.append(f"nl2sql: {e}")
@@ -124,6 +127,13 @@ def _record(result: CaseResult) -> dict[str, Any]:
         return {**record, "error": result.extra["error"]}
     key = "selection" if result.kind.value == "term_selection" else "predicted"
     return {**record, key: result.predicted}
+
+
+def _full_run(session: pytest.Session) -> bool:
+    """Every case of the collected files ran: no -k, no -m, no node ids on the command line."""
+    option = session.config.option
+    named_nodes = any("::" in str(arg) for arg in session.config.args)
+    return not getattr(option, "keyword", "") and not getattr(option, "markexpr", "") and not named_nodes
 
 
 def _earlier_records(path: Path, ran: set[tuple[str, str]]) -> list[dict[str, Any]]:
