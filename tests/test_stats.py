@@ -82,3 +82,13 @@ def test_percentile_edges() -> None:
     assert latency_percentiles([]) == {"p50": None, "p95": None}
     with pytest.raises(ValueError):
         percentile([1.0], 101)
+
+
+def test_wilson_interval_known_values() -> None:
+    from pytest_nl2sql.gate.stats import wilson_interval
+
+    assert wilson_interval(0, 0) is None
+    low, high = wilson_interval(5, 10)
+    assert (round(low, 4), round(high, 4)) == (0.2366, 0.7634)
+    assert wilson_interval(0, 10)[0] == 0.0 and round(wilson_interval(0, 10)[1], 4) == 0.2775
+    assert round(wilson_interval(10, 10)[0], 4) == 0.7225 and wilson_interval(10, 10)[1] == 1.0

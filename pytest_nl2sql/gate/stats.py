@@ -55,3 +55,15 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 def latency_percentiles(values: Sequence[float]) -> dict[str, float | None]:
     """p50 and p95 of predictor latencies, in the units given (seconds in our reports)."""
     return {"p50": percentile(values, 50), "p95": percentile(values, 95)}
+
+
+def wilson_interval(passed: int, total: int, z: float = 1.959964) -> tuple[float, float] | None:
+    """The Wilson score interval of an accuracy (95% by default): unlike the normal approximation
+    it stays inside [0, 1] and is honest for small suites and for accuracies near 0 or 1."""
+    if total <= 0:
+        return None
+    p = passed / total
+    denominator = 1 + z * z / total
+    centre = (p + z * z / (2 * total)) / denominator
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_nl2sql.gate.stats import wilson_interval
+
 TABLE_ROWS = 15  # rows of a per-tag / per-database table without -v (the worst first)
 
 
 def percent(passed: int, total: int) -> str:
     return f"{passed}/{total} = {100.0 * passed / total:.1f}%" if total else f"{passed}/0"
+
+
+def interval(passed: int, total: int) -> str:
+    """`[95% CI 41.2-58.8%]`: how far the accuracy could move on another sample of cases."""
+    bounds = wilson_interval(passed, total)
+    return f"[95% CI {100 * bounds[0]:.1f}-{100 * bounds[1]:.1f}%]" if bounds else ""
 
 
 def _worst_first(buckets: dict[str, dict[str, Any]]) -> list[str]:
@@ -34,7 +42,8 @@ def bucket_table(title: str, buckets: dict[str, dict[str, Any]], limit: int | No
     for name in shown:
         b = buckets[name]
         errors = f"  ({b['errors']} error{'s' if b['errors'] != 1 else ''})" if b.get("errors") else ""
-        lines.append(f"  {name:<{width}}  {percent(b['passed'], b['total'] - b.get('errors', 0))}{errors}")
+        judged = b["total"] - b.get("errors", 0)
+        lines.append(f"  {name:<{width}}  {percent(b['passed'], judged):<20} {interval(b['passed'], judged)}{errors}".rstrip())
     if len(names) > len(shown):
         lines.append(f"  ... {len(names) - len(shown)} more (-v shows all; all of them in --nl2sql-report=json)")
     return lines
@@ -46,6 +55,8 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     lines = []
     if summary["total"]:
         lines.append(f"execution accuracy {percent(summary['passed'], judged)}")
+        if judged:
+            lines.append(f"  {interval(summary['passed'], judged)} (Wilson score interval over the judged SQL cases)")
         lines.append(f"SQL cases: {summary['total']} ({summary['passed']} passed, {summary['failed']} failed, "
                      f"{summary['errors']} error{'s' if summary['errors'] != 1 else ''})")
     if summary.get("exact_match") is not None:
