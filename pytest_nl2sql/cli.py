@@ -5,15 +5,32 @@
 
 prints the SQL that creates the least-privilege role predictions should run as (the engines
 contain a query by what its session is; what needs privilege, only the role can forbid).
+
+    nl2sql merge-reports shard1.json shard2.json ... [--nl2sql-baseline=PATH] [--nl2sql-fail-under=...]
+                         [--nl2sql-report=FORMAT[:PATH] ...] [--nl2sql-update-baseline] [--rootdir DIR]
+
+combines the JSON reports of a suite's shards (a CI matrix running parts of it) into one run: one
+summary, the baseline and thresholds applied once, the other reports written once, exit code 1
+when the gate fails, as if the suite had run in one process.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 
 from pytest_nl2sql.engines.url import EngineKind, parse_database
+from pytest_nl2sql.gate.baseline import classify, key_relative_to, load_baseline
+from pytest_nl2sql.gate.finish import Finished, Gate, finish_run
+from pytest_nl2sql.gate.run import RunInfo, utc_now
+from pytest_nl2sql.gate.thresholds import parse_fail_unders
+from pytest_nl2sql.judge.result import CaseResult
+from pytest_nl2sql.plugin.settings import parse_report
+from pytest_nl2sql.plugin.terminal import summary_lines
+from pytest_nl2sql.vocab import BaselineStatus, Verdict
 
 
 def _quoted(name: str, quote: str) -> str:
@@ -62,13 +79,84 @@ def readonly_role(url: str, role: str) -> str:
     raise ValueError(f"{url}: only PostgreSQL and MySQL/MariaDB have roles (SQLite and DuckDB files are opened read-only)")
 
 
+def merge_reports(paths: Sequence[Path], gate: Gate) -> Finished:
+    """One run's outcome from the JSON reports of its shards (a case in two shards: the last wins)."""
+    results: dict[str, CaseResult] = {}
+    runs = []
+    for path in paths:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        runs.append(data.get("run") or {})
+        for item in data.get("items", []):
+            result = CaseResult.from_json(item)
+            results[result.nodeid] = result
+    started = min((r["started"] for r in runs if r.get("started")), default=utc_now().isoformat(timespec="seconds"))
+    run = RunInfo(
+        started=started, duration_s=max((r.get("duration_s") or 0.0 for r in runs), default=0.0),
+        label=next((r["label"] for r in runs if r.get("label")), None),
+        git_commit=next((r["git_commit"] for r in runs if r.get("git_commit")), None),
+        engine=next((r["engine"] for r in runs if r.get("engine")), "per case"),
+        complete=all(r.get("complete", True) for r in runs), options={**(runs[0].get("options") or {}), "shards": len(runs)},
+    )
+    if gate.baseline is not None:  # shards run without the baseline: classify as one run would
+        folder = Path(gate.baseline.path).resolve().parent
+        for nodeid, result in results.items():
+            if result.baseline is None and not result.verdict.is_error:
+                entry = gate.baseline.lookup(key_relative_to(folder, gate.rootdir / result.file), result.id)
+                status = classify(entry, result.passed)
+                if status is not None:
+                    results[nodeid] = result.replace(baseline=status.value)
+    return finish_run(list(results.values()), run, gate)
+
+
+def _merge_command(args: argparse.Namespace) -> int:
+    rootdir = Path(args.rootdir).resolve()
+    if args.baseline:  # as pytest reads a command-line path: relative to where it runs
+        args.baseline = str(Path.cwd() / args.baseline)
+    try:
+        thresholds = parse_fail_unders(args.fail_under or ())
+        baseline = load_baseline(args.baseline) if args.baseline and not args.update_baseline else None
+        reports = [(r.format, r.path) for r in (parse_report(text, Path.cwd()) for text in args.report or ())]
+    except ValueError as e:
+        print(f"nl2sql: {e}", file=sys.stderr)
+        return 4
+    gate = Gate(rootdir=rootdir, baseline=baseline, baseline_path=Path(args.baseline) if args.baseline else None,
+                update_baseline=args.update_baseline, full_run=args.update_baseline, reports=reports, fail_under=thresholds)
+    try:
+        finished = merge_reports([Path(p) for p in args.reports], gate)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"nl2sql: cannot merge the reports: {e}", file=sys.stderr)
+        return 4
+    for line in [*summary_lines(finished.summary), *finished.messages, *finished.failures]:
+        print(line)
+    return 1 if gate_fails(finished, args.update_baseline) else 0
+
+
+def gate_fails(finished: Finished, update_baseline: bool) -> bool:
+    """What makes a pytest run exit 1: a broken case, a failure the baseline does not expect
+    (none while the baseline is being written), a threshold or an unwritable file."""
+    items = finished.report["items"]
+    broken = any(item["verdict"] == Verdict.GOLD_ERROR.value for item in items)
+    unexpected = [item for item in items if not item["passed"] and item["verdict"] != Verdict.GOLD_ERROR.value
+                  and item.get("baseline") != BaselineStatus.KNOWN_FAILURE.value]
+    return bool(finished.failures or broken or (unexpected and not update_baseline))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nl2sql", description="pytest-nl2sql commands that need no pytest run")
     commands = parser.add_subparsers(dest="command", required=True)
     role = commands.add_parser("readonly-role", help="print the SQL that creates a least-privilege role for predictions")
     role.add_argument("url", help="the server database the suite will run on (postgresql://… or mysql://…)")
     role.add_argument("--role", default="nl2sql_reader", help="the role (user) to create (default nl2sql_reader)")
+    merge = commands.add_parser("merge-reports", help="one run's summary, gate and reports from its shards' JSON reports")
+    merge.add_argument("reports", nargs="+", help="the shards' --nl2sql-report=json files")
+    merge.add_argument("--nl2sql-baseline", dest="baseline", help="compare with (or, with --nl2sql-update-baseline, write) this baseline")
+    merge.add_argument("--nl2sql-update-baseline", dest="update_baseline", action="store_true")
+    merge.add_argument("--nl2sql-fail-under", dest="fail_under", action="append", help="as the pytest option (repeatable)")
+    merge.add_argument("--nl2sql-report", dest="report", action="append", help="FORMAT[:PATH], as the pytest option (repeatable)")
+    merge.add_argument("--rootdir", default=".", help="the rootdir the shards ran in (case files are relative to it)")
     args = parser.parse_args(argv)
+    if args.command == "merge-reports":
+        return _merge_command(args)
     try:
         print(readonly_role(args.url, args.role))
     except ValueError as e:

@@ -29,3 +29,27 @@ def test_python_dash_m_runs_the_command() -> None:
     done = subprocess.run([sys.executable, "-m", "pytest_nl2sql", "readonly-role", "postgresql://x@127.0.0.1/db"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "CREATE ROLE" in done.stdout
+
+
+def test_merged_shards_are_one_run(pytester) -> None:  # type: ignore[no-untyped-def]
+    """A suite split across a CI matrix, merged: the report and the gate of a single run."""
+    import json
+
+    from helpers import make_shop, write_suite
+
+    make_shop(pytester.path)
+    cases = [{"id": f"c{n}", "gold": "SELECT count(*) FROM item",
+              "predicted": "SELECT 1" if n in (2, 5) else "SELECT count(id) FROM item", "tags": [f"t{n % 3}"]} for n in range(8)]
+    write_suite(pytester.path, cases, database="shop.sqlite")
+    pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline", "-k", "not c5")
+    single = pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-report=json:one.json", "--nl2sql-report=csv:one.csv")
+    single.assert_outcomes(passed=6, failed=1, xfailed=1)  # c5 is new and fails
+    pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-report=json:a.json", "-k", "c0 or c1 or c2 or c7")
+    pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-report=json:b.json", "-k", "c3 or c4 or c5 or c6")
+    code = main(["merge-reports", "b.json", "a.json", "--nl2sql-baseline=base.json", "--nl2sql-report=json:merged.json",
+                 "--nl2sql-report=csv:merged.csv", f"--rootdir={pytester.path}"])
+    assert code == 1 == single.ret  # the new failing case fails the gate in both
+    one, merged = (json.loads((pytester.path / name).read_text()) for name in ("one.json", "merged.json"))
+    assert {**merged, "run": None} == {**one, "run": None}
+    assert (pytester.path / "merged.csv").read_text() == (pytester.path / "one.csv").read_text()
+    assert merged["run"]["options"]["shards"] == 2

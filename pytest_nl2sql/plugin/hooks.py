@@ -68,7 +68,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
-@pytest.hookimpl(trylast=True)  # after -k / -m deselection
+# Before -k / -m deselection: positions in the whole collection, so that the shards of one suite
+# (merge-reports) sort as one run does.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     nodes.assign_positions(items)
 

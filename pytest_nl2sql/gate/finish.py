@@ -1,0 +1,131 @@
+"""The end of a run, without pytest: summary, baseline, history, recording, reports, thresholds.
+
+The controller calls it once the last case has reported; `nl2sql merge-reports` calls it on the
+results of several shards' JSON reports, so a suite split across a CI matrix is gated and reported
+exactly as one run would be.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_nl2sql.cases.predictions import record_lines
+from pytest_nl2sql.files import atomic_write_text
+from pytest_nl2sql.gate.baseline import Baseline, BaselineError, compare_with_baseline, load_baseline, write_baseline
+from pytest_nl2sql.gate.run import RunInfo, append_history
+from pytest_nl2sql.gate.thresholds import Threshold, check_thresholds
+from pytest_nl2sql.judge.result import CaseResult
+from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
+from pytest_nl2sql.reports import write_report
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What the end of a run is asked to do (the `--nl2sql-…` options that act after the cases)."""
+
+    rootdir: Path  # case files in results are relative to it
+    baseline: Baseline | None = None  # compare with it (read once, before the cases ran)
+    baseline_path: Path | None = None
+    update_baseline: bool = False
+    full_run: bool = False  # every case of the files that ran: an update forgets deleted cases
+    record: Path | None = None
+    history: Path | None = None
+    reports: Sequence[tuple[str, Path]] = ()  # (format, path)
+    fail_under: Sequence[Threshold] = ()
+
+
+@dataclass
+class Finished:
+    summary: dict[str, Any]
+    report: dict[str, Any]
+    messages: list[str] = field(default_factory=list)  # files written, baseline notes
+    failures: list[str] = field(default_factory=list)  # what fails the session (thresholds, unwritable files)
+
+
+def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finished:
+    results = ordered(results)
+    summary = summarize(results)
+    messages: list[str] = []
+    failures: list[str] = []
+    if gate.baseline is not None:
+        comparison = compare_with_baseline(gate.baseline, [r.to_json() for r in results], gate.rootdir)
+        summary["baseline"] = comparison.to_json()
+        messages += comparison.render_lines()
+    report = {"run": run.to_json(), **build_report(results, summary)}
+    if not run.complete:
+        messages.insert(0, f"the run was interrupted: {len(results)} cases were judged and the reports say `complete: false`")
+    if gate.history is not None:
+        try:
+            append_history(gate.history, run, summary)
+            messages.append(f"history: {gate.history} (+1 run)")
+        except OSError as e:
+            failures.append(f"nl2sql: cannot append to the history {gate.history}: {e}")
+    if gate.update_baseline and gate.baseline_path is not None:
+        _update_baseline(gate, results, report, messages, failures, full=gate.full_run and run.complete)
+    if gate.record is not None:
+        _record(gate.record, results, messages, failures)
+    for fmt, path in gate.reports:
+        try:
+            for written in write_report(fmt, report, path):
+                messages.append(f"{fmt} report: {written}")
+        except OSError as e:  # one unwritable report must not cost the others or the thresholds
+            failures.append(f"nl2sql: {e}")
+    failures += check_thresholds(gate.fail_under, summary)
+    return Finished(summary, report, messages, failures)
+
+
+def _update_baseline(gate: Gate, results: Sequence[CaseResult], report: dict[str, Any], messages: list[str],
+                     failures: list[str], *, full: bool) -> None:
+    assert gate.baseline_path is not None
+    previous = None
+    if gate.baseline_path.exists():
+        try:
+            previous = load_baseline(gate.baseline_path)  # its cases not run now are kept
+        except BaselineError as e:
+            messages.append(f"the old baseline could not be read ({e}): written from scratch")
+    try:
+        replaced = sorted({r.file for r in results}) if full else None  # a deleted case leaves only then
+        write_baseline(gate.baseline_path, report["items"], previous=previous, rootdir=gate.rootdir, replaced_files=replaced)
+        messages.append(f"baseline written: {gate.baseline_path} ({len(results)} cases)")
+    except OSError as e:  # a BaselineWriteError names the path and what is wrong
+        failures.append(f"nl2sql: {e}")
+
+
+def _record(path: Path, results: Sequence[CaseResult], messages: list[str], failures: list[str]) -> None:
+    records = [_record_of(r) for r in results if r.extra.get("prediction_source") == "hook"]
+    kept = _earlier_records(path, {(r.file, r.id) for r in results})
+    try:
+        atomic_write_text(path, record_lines(records + kept), errors="backslashreplace", what="the predictions record")
+        messages.append(f"predictions recorded: {path} ({len(records)} cases" + (f", {len(kept)} earlier ones kept" if kept else "") + ")")
+    except OSError as e:
+        failures.append(f"nl2sql: {e}")
+
+
+def _record_of(result: CaseResult) -> dict[str, Any]:
+    record = {"id": result.id, "file": result.file, "key": result.extra.get("key")}
+    if "error" in result.extra:  # the predictor raised: replayed as predictor_error
+        return {**record, "error": result.extra["error"]}
+    key = "selection" if result.kind.value == "term_selection" else "predicted"
+    return {**record, key: result.predicted}
+
+
+def _earlier_records(path: Path, ran: set[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The records of an earlier recording for cases that did not run now (`-k`, another suite):
+    a partial run adds to a recording instead of overwriting it."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    kept = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and (record.get("file"), str(record.get("id"))) not in ran:
+            kept.append(record)
+    return kept
