@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,17 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     nodes.check_predictions(session)
+    gc.freeze()  # the collected items live to the end: the collector need not walk them again and again
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    gc.freeze()  # nor the results, which live to the end too (this halves the time a Spider run spends exiting)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Any:
+    return nodes.serializable(report, (yield))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -194,7 +194,7 @@ def adjust_report(item: pytest.Item, report: pytest.TestReport, call: pytest.Cal
     without a Python traceback; turn a failure the baseline already records into an xfail (the
     diff stays in the longrepr and the reports)."""
     if isinstance(item, CaseItem) and item.result is not None and item.concluded_in == call.when:
-        setattr(report, RESULT_ATTRIBUTE, item.result.dumps())
+        setattr(report, RESULT_ATTRIBUTE, item.result)  # JSON only when the report leaves the process
     error = call.excinfo.value if call.excinfo is not None else None
     if isinstance(error, CaseError) and isinstance(item, CaseItem):
         report.longrepr = item.failure_repr(error.text)
@@ -204,9 +204,19 @@ def adjust_report(item: pytest.Item, report: pytest.TestReport, call: pytest.Cal
 
 
 def result_of(report: pytest.TestReport) -> CaseResult | None:
-    """The case result a report carries (from this process or an xdist worker), if any."""
-    text = getattr(report, RESULT_ATTRIBUTE, None)
-    return CaseResult.loads(text) if isinstance(text, str) else None
+    """The case result a report carries: the object in this process, its JSON from an xdist worker."""
+    value = getattr(report, RESULT_ATTRIBUTE, None)
+    if isinstance(value, CaseResult):
+        return value
+    return CaseResult.loads(value) if isinstance(value, str) else None
+
+
+def serializable(report: Any, data: Any) -> Any:
+    """A report on its way to another process (pytest-xdist) carries its result as plain JSON."""
+    value = getattr(report, RESULT_ATTRIBUTE, None)
+    if isinstance(data, dict) and isinstance(value, CaseResult):
+        data[RESULT_ATTRIBUTE] = value.dumps()
+    return data
 
 
 def aligned_predictions_problem(config: pytest.Config, items: list[pytest.Item]) -> str | None:
