@@ -7,10 +7,12 @@ Runs every Spider dev gold query (`dev_gold.sql`) through
    authorizer, progress handler, text factory; rows counted with `SizeBudget`), which is what
    `SqliteEngine` did before queries moved to a worker process ("in-process guards");
 3. `EngineCache.get(...).execute(sql, Limits())`: the same guards in the shared worker process,
-   one round trip over a pipe per query ("SqliteEngine (worker)"),
-and prints the totals, the mean per-query differences and the ratio worker / in-process. All run
-the same queries in the same order, several rounds, and the best round counts (less noise on a
-shared machine).
+   one round trip over a pipe per query, with the engine's reuse of deterministic results off
+   ("SqliteEngine (worker)") and on ("... results reused"; each round starts with none kept, as
+   a session does: a third of the dev golds repeat an earlier one),
+and prints the totals, the mean per-query differences and the ratios to the in-process guards.
+All run the same queries in the same order, several rounds, and the best round counts (less
+noise on a shared machine).
 
     python benchmarks/engine_overhead.py [SPIDER_DIR] [--rounds N]
 """
@@ -26,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import pytest_nl2sql.engines.sqlite as sqlite_engine  # noqa: E402
 from pytest_nl2sql.engines import EngineCache, EngineError, Limits  # noqa: E402
 from pytest_nl2sql.engines.base import SizeBudget  # noqa: E402
 from pytest_nl2sql.engines.worker_child import Refusal, SqliteSession  # noqa: E402
@@ -68,17 +71,24 @@ def bare_runner(pairs: list[tuple[Path, str]], cached_statements: int = 128) -> 
     return run, close
 
 
-def engine_runner(pairs: list[tuple[Path, str]]) -> Runner:
+def engine_runner(pairs: list[tuple[Path, str]], reuse: bool = False) -> Runner:
     cache = EngineCache()
     limits = Limits()
     failures: list[str] = []
+    cache_bytes = sqlite_engine.RESULT_CACHE_BYTES
 
     def run() -> None:
-        for path, sql in pairs:
-            try:
-                cache.get(str(path), None).execute(sql, limits)
-            except EngineError as error:  # keep going; failures are reported below
-                failures.append(f"{path.stem}: {error}")
+        # engines opened without a result cache never reuse; the others start each round empty
+        sqlite_engine.RESULT_CACHE_BYTES = cache_bytes if reuse else 0
+        sqlite_engine._RESULTS.clear()
+        try:
+            for path, sql in pairs:
+                try:
+                    cache.get(str(path), None).execute(sql, limits)
+                except EngineError as error:  # keep going; failures are reported below
+                    failures.append(f"{path.stem}: {error}")
+        finally:
+            sqlite_engine.RESULT_CACHE_BYTES = cache_bytes
 
     def close() -> None:
         cache.close_all()
@@ -100,7 +110,7 @@ def inprocess_runner(pairs: list[tuple[Path, str]]) -> Runner:
             if session is None:
                 session = sessions[path] = SqliteSession(str(path), "backslashreplace")
             try:
-                _, rows, done = session.run(
+                _, rows, done, _ = session.run(
                     sql, limits.timeout, limits.timeout, limits.max_rows, limits.max_value_bytes
                 )
                 budget = SizeBudget(limits)
@@ -156,20 +166,23 @@ def main() -> int:
             "bare sqlite3 (no statement cache)": bare_runner(pairs, cached_statements=0),
             IN_PROCESS: inprocess_runner(pairs),
             WORKER: engine_runner(pairs),
+            REUSED: engine_runner(pairs, reuse=True),
         },
     )
     for name, seconds in best.items():
-        print(f"  {name:34s}: {seconds * 1e3:7.1f} ms total, {seconds / n * 1e6:6.1f} us/query")
-    ours = best[WORKER]
-    for name, seconds in best.items():
-        if name != WORKER:
-            print(f"  {WORKER} vs {name:34s}: {(ours - seconds) / n * 1e6:+6.1f} us/query")
-    print(f"  ratio {WORKER} / {IN_PROCESS}: {ours / best[IN_PROCESS]:.2f}")
+        print(f"  {name:38s}: {seconds * 1e3:7.1f} ms total, {seconds / n * 1e6:6.1f} us/query")
+    before = best[IN_PROCESS]
+    for name in (WORKER, REUSED):
+        print(
+            f"  {name} vs {IN_PROCESS}: {(best[name] - before) / n * 1e6:+6.1f} us/query,"
+            f" ratio {best[name] / before:.2f}"
+        )
     return 0
 
 
 IN_PROCESS = "in-process guards (before)"
 WORKER = "SqliteEngine (worker)"
+REUSED = "SqliteEngine (worker, results reused)"
 
 
 if __name__ == "__main__":

@@ -313,7 +313,7 @@ def main() -> None:
     parser.add_argument("--no-default-python", action="store_true", help="only the --python interpreters for ours")
     parser.add_argument("--variant", action="append", default=[], metavar="LABEL=ARGS",
                         help="ours once more with these pytest arguments (repeatable; benchmarks/ is put on PYTHONPATH, "
-                             "so -p gc_freeze_plugin works), e.g. 'lean=--tb=no -p no:hypothesispytest -p gc_freeze_plugin'")
+                             "e.g. 'lean=--tb=no -p no:hypothesispytest'")
     parser.add_argument("--xdist", action="store_true", help="also ours with -n 2 (pytest-xdist)")
     parser.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE if set")
     parser.add_argument("--extra", action="append", default=[], help="one more pytest argument for ours (repeatable)")

@@ -6,7 +6,7 @@ same verdicts, hardness, exact match and term-selection scores as a pytest run's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from pytest_nl2sql.cases.read import InvalidCase, load_case_file
 from pytest_nl2sql.engines import open_engine
 from pytest_nl2sql.gate.baseline import load_baseline
 from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
+from pytest_nl2sql.metrics.soft import synonyms_from
 from pytest_nl2sql.metrics.summary import build_report, summarize
 from pytest_nl2sql.engines.base import EngineError, Limits, text_errors_for
 from pytest_nl2sql.judge.execute import GoldError, judge, run_gold
@@ -104,13 +105,14 @@ def evaluate_suite(
     dsn: str | None = None,
     baseline: str | Path | None = None,
     rootdir: str | Path | None = None,
+    synonyms: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The JSON report's dict (`summary`, `items`) for one case file, as a pytest run writes it.
 
     `predictions`: a predictions file (JSONL, or one query per line); `predict`: a callable given
     each case's `PredictionRequest` (the predictor hook's `case`), returning SQL or a selection;
     `timeout`, `max_rows`, `compat` ("spider"), `db_dir`, `dsn`, `baseline`: as the options
-    `--nl2sql-…`. Items are named relative to `rootdir` (default: the current directory), as
+    `--nl2sql-…`; `synonyms`: as the ini option `nl2sql_synonyms`. Items are named relative to `rootdir` (default: the current directory), as
     pytest names them relative to its rootdir.
     """
     path = Path(path)
@@ -119,6 +121,7 @@ def evaluate_suite(
     options = RunOptions(
         limits=Limits(timeout=timeout, max_rows=max_rows), spider_compat=compat == "spider", dsn=dsn,
         db_dir=Path(db_dir) if db_dir is not None else None, fingerprints=baseline is not None,
+        synonyms=tuple(synonyms_from(synonyms, "synonyms").items()),
     )
     pipeline = Pipeline(
         options, hook=predict, predictions=load_predictions(Path(predictions)) if predictions is not None else None,

@@ -25,6 +25,7 @@ from pytest_nl2sql.engines import (
     TooManyRows,
     open_engine,
 )
+import pytest_nl2sql.engines.sqlite as sqlite_engine_module
 from pytest_nl2sql.engines.sqlite import HEAP_LIMIT_BYTES, SqliteEngine
 
 LIMITS = Limits(timeout=0.5, max_rows=1_000, max_bytes=1_000_000, max_value_bytes=100_000)
@@ -146,6 +147,14 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("hostile") / "hostile.sqlite"
     _make_database(path)
     return path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_result_reuse() -> Iterator[None]:
+    """Every check below must reach the worker's connection, not a kept result."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sqlite_engine_module, "RESULT_CACHE_BYTES", 0)
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -274,3 +274,58 @@ def test_spider_golds_run_and_leave_the_files_untouched(spider_dir: Path) -> Non
     cache.close_all()
     assert failures == []
     assert sorted(str(p.relative_to(database_dir)) for p in database_dir.rglob("*")) == listing
+
+
+# -- reuse of results -----------------------------------------------------------------------
+
+
+def _served(engine: SqliteEngine) -> int:
+    """Queries the worker has run since it started (a reused result does not reach it)."""
+    return engine._worker._served
+
+
+def test_a_deterministic_result_is_reused_while_the_file_is_unchanged(db: Path) -> None:
+    engine = open_engine(str(db))
+    assert isinstance(engine, SqliteEngine)
+    try:
+        sql = "SELECT name, upper(name) FROM singer ORDER BY singer_id"
+        first = engine.execute(sql, LIMITS)
+        served = _served(engine)
+        again = engine.execute(sql, LIMITS)
+        assert _served(engine) == served
+        assert again == first and again.rows is not first.rows
+        again.rows.clear()  # each caller has its own list
+        assert engine.execute(sql, LIMITS).rows == first.rows
+        # other limits, another entry: a cap is never hidden by a kept result
+        with pytest.raises(TooManyRows):
+            engine.execute(sql, Limits(timeout=5.0, max_rows=2))
+        # a function whose result may differ between runs: always run again
+        engine.execute("SELECT random()", LIMITS)
+        served = _served(engine)
+        engine.execute("SELECT random()", LIMITS)
+        assert _served(engine) == served + 1
+        engine.execute("SELECT date('now')", LIMITS)
+        served = _served(engine)
+        engine.execute("SELECT date('now')", LIMITS)
+        assert _served(engine) == served + 1
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_a_change_to_the_file_is_seen_at_once(db: Path, journal: str) -> None:
+    writer = sqlite3.connect(db)
+    writer.execute(f"PRAGMA journal_mode = {journal}")
+    writer.execute("UPDATE singer SET name = 'Joe' WHERE singer_id = 1")
+    writer.commit()  # a WAL file without its -wal beside it would be opened as immutable
+    engine = open_engine(str(db))
+    sql = "SELECT name FROM singer WHERE singer_id = 1"
+    try:
+        assert engine.execute(sql, LIMITS).rows == [("Joe",)]
+        for name in ("Jon", "Jim"):  # same size, same page, within the file's mtime tick
+            writer.execute("UPDATE singer SET name = ? WHERE singer_id = 1", (name,))
+            writer.commit()
+            assert engine.execute(sql, LIMITS).rows == [(name,)]
+    finally:
+        engine.close()
+        writer.close()

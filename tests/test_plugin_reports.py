@@ -47,13 +47,15 @@ False Positives [1]
 
 OVERVIEW_HEADERS = [
     "id", "question", "database", "hardness", "tags", "verdict", "reason", "gold SQL", "predicted SQL",
-    "macro recall", "macro precision", "indicator selection details", "exact match", "baseline",
+    "macro recall", "macro precision", "indicator selection details", "exact match", "near miss",
+    "column F1", "row F1", "column precision", "column recall", "row precision", "row recall", "baseline",
     "latency (s)", "nodeid",
 ]
 CSV_COLUMNS = [
     "id", "nodeid", "file", "kind", "question", "database", "hardness", "tags", "verdict", "passed", "reason",
     "gold", "predicted", "exact_match", "macro_precision", "macro_recall", "baseline", "latency",
-    "missing_rows", "extra_rows",
+    "missing_rows", "extra_rows", "near_miss", "predicted_result", "column_precision", "column_recall",
+    "column_f1", "row_precision", "row_recall", "row_f1",
 ]
 GREEN, RED, YELLOW = "C6EFCE", "FFC7CE", "FFEB9C"
 
@@ -142,7 +144,7 @@ def test_every_report_format_read_back(mixed: pytest.Pytester) -> None:
     colours = {i: cell(ws, i, "verdict").fill.fgColor.rgb[-6:] for i in order}
     assert colours == {MEXICO_ID: GREEN, "gdp": RED, "count": GREEN, "office": RED, "typo": RED, "broken": YELLOW}
     assert ws.freeze_panes == "B2"
-    assert ws.auto_filter.ref == f"A1:P{len(order) + 1}"
+    assert ws.auto_filter.ref == f"A1:W{len(order) + 1}"
     details = cell(ws, "gdp", "indicator selection details")
     assert details.alignment.wrap_text and ws.row_dimensions[details.row].height >= 8 * 15  # eight lines shown
     assert ws.column_dimensions["A"].width >= len(MEXICO_ID)  # the long id is not cut off

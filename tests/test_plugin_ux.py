@@ -70,7 +70,7 @@ def test_predictions_matching_no_case_are_a_warning_and_no_prediction_says_where
     result = shop.runpytest("--nl2sql-predictions=preds.jsonl", "-W", "default")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "no_prediction: no prediction for this case (*no entry for id 'q' in *preds.jsonl*the case has no `predicted`)",
+        "no_prediction: no prediction for this case (*no entry for id 'q' in *preds.jsonl*the case has no `predicted` or `predicted_result`)",
         "*preds.jsonl: none of its 1 ids matches one of the 1 collected cases*",
     ])
 

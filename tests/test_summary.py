@@ -63,4 +63,5 @@ def test_summary_lines_name_the_metric_first() -> None:
     assert lines[0] == "execution accuracy 2/4 = 50.0%"
     assert "exact set match 1/2 = 50.0%" in lines
     assert any(line.startswith("errors: 1 case(s) could not be judged") and "missing (1)" in line for line in lines)
-    assert "  easy    1/1 = 100.0%  (1 error)" in lines
+    assert "  easy    1/1 = 100.0%         [95% CI 20.7-100.0%]  (1 error)" in lines
+    assert lines[1] == "  [95% CI 15.0-85.0%] (Wilson score interval over the judged SQL cases)"

@@ -16,7 +16,7 @@ from pytest_nl2sql.engines.url import dialect_of
 # Case keys of the contract, plus the free-text keys of the term-selection format.
 CASE_KEYS = frozenset(
     {
-        "id", "question", "database", "db_id", "db_dir", "gold", "gold_result", "predicted",
+        "id", "question", "database", "db_id", "db_dir", "gold", "gold_result", "predicted", "predicted_result",
         "dialect", "order", "tags", "hardness", "compare", "conversation", "hint",
         "name", "comments",
     }
@@ -53,6 +53,7 @@ class Case:
     gold: tuple[str, ...] = ()
     gold_result: tuple[Path, ...] = ()
     predicted: Any = None
+    predicted_result: Path | None = None  # a CSV file holding the predicted result, instead of SQL
     dialect: str | None = None
     order: str = "auto"
     tags: tuple[str, ...] = ()

@@ -1,6 +1,9 @@
 """Stored predictions: `--nl2sql-predictions` files and the record of a predictor's answers.
 
-Two formats: JSONL (`{"id", "predicted" | "selection", "file"?, "key"?}` per line, matched by id
+A directory holds result files instead (spec 004's execution-result mode): `<id>.csv` per case,
+each the predicted result as CSV (a `PredictedResult`); a case without its file has no prediction.
+
+Two file formats: JSONL (`{"id", "predicted" | "selection", "file"?, "key"?}` per line, matched by id
 and, when given, by file), and Spider's one-query-per-line `.sql`/`.txt` (aligned with the order of
 the cases; a TAB ends the query, as in Spider's `SQL<TAB>db_id` files; blank lines are kept as empty
 predictions so that the alignment never shifts). BIRD's `{"0": "SQL\\t----- bird -----\\tdb"}` JSON
@@ -19,6 +22,17 @@ from typing import Any
 from pytest_nl2sql.cases.parse import load_json
 
 BIRD_SEPARATOR = "\t----- bird -----\t"
+
+
+@dataclass(frozen=True)
+class PredictedResult:
+    """A prediction given as its result: a CSV file (the case's `predicted_result`, or `<id>.csv`
+    in a `--nl2sql-predictions` directory), compared like the result of predicted SQL."""
+
+    path: Path
+
+    def __str__(self) -> str:
+        return str(self.path)
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,7 @@ class PredictionStore:
     aligned: tuple[str, ...] | None = None  # one per case position, for .sql/.txt files
     by_id: Mapping[str, tuple[tuple[str | None, Prediction], ...]] = field(default_factory=dict)
     records: tuple[PredictionRecord, ...] = ()  # JSONL: every line, in file order
+    directory: bool = False  # a directory of `<id>.csv` result files (`by_id` maps each id to its file)
 
     def lookup(self, case_id: str, position: int, file_names: tuple[str, ...]) -> Prediction | None:
         """The prediction of a case; `file_names` are the spellings its file may have in the JSONL."""
@@ -119,9 +134,12 @@ def read_aligned_predictions(path: Path) -> list[str]:
 
 
 def load_predictions(path: Path) -> PredictionStore:
-    """Read a `--nl2sql-predictions` file; raise `PredictionsFileError` (a ValueError) naming the
-    file and line, or OSError when it cannot be read at all."""
+    """Read a `--nl2sql-predictions` file (or directory of `<id>.csv` results); raise
+    `PredictionsFileError` (a ValueError) naming the file and line, or OSError when it cannot be
+    read at all."""
     path = Path(path)
+    if path.is_dir():
+        return load_result_directory(path)
     if path.suffix != ".jsonl":
         return PredictionStore(path=path, aligned=tuple(read_aligned_predictions(path)))
     by_id: dict[str, list[tuple[str | None, Prediction]]] = {}
@@ -153,6 +171,18 @@ def load_predictions(path: Path) -> PredictionStore:
         by_id.setdefault(case_id, []).append((file, Prediction(value, record.get("key"), record.get("error"))))
         records.append(PredictionRecord(number, case_id, file))
     return PredictionStore(path=path, by_id={k: tuple(v) for k, v in by_id.items()}, records=tuple(records))
+
+
+def load_result_directory(path: Path) -> PredictionStore:
+    """A directory of predicted results, `<id>.csv` each (ids match in any file of the run, since a
+    file name carries no suite). Files are only listed here; each is read when its case is judged."""
+    path = Path(path)
+    by_id = {
+        entry.name[: -len(".csv")]: ((None, Prediction(PredictedResult(entry))),)
+        for entry in sorted(path.iterdir(), key=lambda e: e.name)
+        if entry.name.endswith(".csv") and entry.is_file()
+    }
+    return PredictionStore(path=path, by_id=by_id, directory=True)
 
 
 def prediction_key(question: str | None, schema: str | None, conversation: Any = None) -> str:

@@ -52,7 +52,7 @@ from pytest_nl2sql.cases.parse import load_json, yaml_documents, yaml_error
 from pytest_nl2sql.cases.sources import read_gold_file, source_entries
 from pytest_nl2sql.engines.url import looks_like_url
 from pytest_nl2sql.judge.compare import CompareOptions
-from pytest_nl2sql.metrics import termselection
+from pytest_nl2sql.metrics import soft, termselection
 
 __all__ = [
     "ALIASES", "CASE_KEYS", "IGNORED_KEYS", "ORDER_VALUES", "SOURCE_FORMATS", "SOURCE_ONLY_KEYS",
@@ -322,6 +322,9 @@ def _case_from_mapping(
         if options is not None and not isinstance(options, Mapping):
             raise ValueError(f"`compare` must be a mapping of comparison options, e.g. {{mode: {_short(options)}}}")
     compare = {**(defaults.get("compare") or {}), **(own.get("compare") or {})}
+    suite_synonyms, case_synonyms = ((defaults.get("compare") or {}).get("synonyms"), (own.get("compare") or {}).get("synonyms"))
+    if suite_synonyms is not None or case_synonyms is not None:  # the case's words add to the suite's
+        compare["synonyms"] = {**soft.synonyms_from(suite_synonyms), **soft.synonyms_from(case_synonyms)}
     order = merged.get("order", "auto")
     if order not in ORDER_VALUES:
         raise ValueError(f"`order` must be one of {', '.join(ORDER_VALUES)}, not {_short(order)}")
@@ -354,21 +357,79 @@ def _case_from_mapping(
     predicted = merged.get("predicted")
     if predicted is not None and not isinstance(predicted, str):
         raise ValueError(f"`predicted` must be SQL text, not {type(predicted).__name__}")
+    predicted_result_name = merged.get("predicted_result")
+    if predicted_result_name is not None and not isinstance(predicted_result_name, str):
+        raise ValueError(f"`predicted_result` must be the path of a CSV file, not {type(predicted_result_name).__name__}")
+    if predicted_result_name is not None and predicted is not None:
+        raise ValueError("a case has either `predicted` (SQL) or `predicted_result` (a CSV file), not both")
+    predicted_result = base / predicted_result_name if predicted_result_name is not None else None
+    _check_condition_cols(compare, gold, gold_result, merged.get("dialect"))
     database, target, trusted = _database_of(merged, base, where)
     if target is None and not where.dsn:
         raise ValueError("no database: give `database` (a file or URL) or `db_id` with `db_dir` (or --nl2sql-db-dir)")
     problem = where.confine.database_problem(database or "", target, trusted=trusted) if target else None
     for name, result_file in zip(gold_result_names, gold_result):
         problem = problem or where.confine.problem(f"gold_result {_short(name)}", result_file)
+    if predicted_result is not None:
+        problem = problem or where.confine.problem(f"predicted_result {_short(predicted_result_name)}", predicted_result)
     if problem:
         raise ValueError(problem)
     return Case(
         id=case_id, file=path, line=line, position=position, question=_opt_str(merged.get("question")),
         database=database, database_target=target, gold=gold, gold_result=gold_result, predicted=predicted,
-        dialect=_opt_str(merged.get("dialect")), order=order, tags=tags, hardness=_opt_str(hardness),
+        predicted_result=predicted_result, dialect=_opt_str(merged.get("dialect")), order=order, tags=tags, hardness=_opt_str(hardness),
         compare=compare, hint=_opt_str(merged.get("hint")), name=_opt_str(merged.get("name")),
         tables_json=merged.get("tables_json"),
     )
+
+
+def _check_condition_cols(compare: Mapping[str, Any], gold: tuple[str, ...], gold_result: tuple[Path, ...],
+                          dialect: Any) -> None:
+    """A `condition_cols` name the gold cannot have is an invalid case, found at collection where
+    the gold's column names can be known without running it: the header of a `gold_result` CSV,
+    or a gold query whose every output column has a name sqlglot can read (no `*`, no unnamed
+    expression). Otherwise it is checked when the gold has run (a `gold_error`)."""
+    names = [c for c in compare.get("condition_cols") or () if isinstance(c, str)]
+    if not names or compare.get("mode") != "columns":
+        return
+    options = CompareOptions.from_mapping(compare)
+    for number, columns in enumerate(_gold_column_names(gold, gold_result, dialect), start=1):
+        if columns is None:
+            continue
+        try:
+            options.chosen_columns(len(columns), columns)
+        except ValueError as e:
+            count = len(gold) or len(gold_result)
+            raise ValueError(f"{e}" + (f" [gold {number} of {count}]" if count > 1 else "")) from None
+
+
+def _gold_column_names(gold: tuple[str, ...], gold_result: tuple[Path, ...], dialect: Any) -> Iterator[list[str] | None]:
+    import csv
+
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    for path in gold_result:
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as handle:
+                yield next(csv.reader(handle), None)
+        except (OSError, UnicodeDecodeError, csv.Error):
+            yield None  # the gold_error says why when the case runs
+    for sql in gold:
+        try:
+            tree = sqlglot.parse_one(sql, read=str(dialect) if dialect else None)
+        except (SqlglotError, RecursionError, ValueError):
+            yield None
+            continue
+        select = tree if isinstance(tree, exp.Select) else None
+        if select is None or not select.expressions or any(
+            not isinstance(e, (exp.Column, exp.Alias)) or isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+            for e in select.expressions
+        ):
+            yield None
+            continue
+        yield [e.alias_or_name for e in select.expressions]
 
 
 def _opt_str(value: Any) -> str | None:

@@ -64,7 +64,7 @@ class DuckdbEngine:
             raise
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
-        return self._worker.query(self._handle, sql, limits)
+        return self._worker.query(self._handle, sql, limits).result
 
     def _read(self, sql: str) -> list[tuple[Any, ...]]:
         return self._worker.read(self._handle, sql)

@@ -13,13 +13,25 @@ The worker's address space is capped (`ADDRESS_SPACE_BYTES`), and rows come back
 batches counted against the row and size caps as they arrive.
 
 All SQLite engines of a process share one worker: a query costs one round trip over a pipe
-(a few tens of microseconds), and a killed worker is replaced on the next query, which re-opens
-the databases in it.
+(tens of microseconds: two processes waking each other), and a killed worker is replaced on the
+next query, which re-opens the databases in it.
+
+Results are reused: a query that calls deterministic functions only (the worker's authorizer sees
+every function a statement calls) gives the same rows on an unchanged file, so its result is kept
+(`RESULT_CACHE_BYTES` for the whole process, small results only) and served again for the same SQL
+and limits while the file's inode and SQLite's `PRAGMA data_version` (read on a connection of the
+engine's own, it changes with every commit by anyone) are unchanged. In Spider, a third of the
+queries repeat one already run (paraphrased questions share their gold; predictions repeat gold).
+Each caller gets its own list of rows.
 """
 
 from __future__ import annotations
 
 import codecs
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +47,9 @@ from pytest_nl2sql.engines.worker_child import (  # noqa: F401  (re-exported)
 # Address space of the SQLite worker: its SQLite heap (HEAP_LIMIT_BYTES) plus Python and one
 # batch of rows; a query needing more (a row of huge values) fails there, as too much memory.
 ADDRESS_SPACE_BYTES = 2 * 1024**3
+
+RESULT_CACHE_BYTES = 32 * 1024**2  # results kept for reuse, all SQLite engines together; 0: none
+RESULT_CACHE_ENTRY_BYTES = 256 * 1024  # larger results are not kept (sizes as SizeBudget counts)
 
 
 class SqliteEngine:
@@ -53,9 +68,20 @@ class SqliteEngine:
             raise DatabaseMissing(f"database path is not a file: {path}")
         self._worker = shared_worker("sqlite", ADDRESS_SPACE_BYTES)
         self._handle: int | None = self._worker.add("sqlite", (str(path), text_errors))
+        self._version = _DataVersion(path) if RESULT_CACHE_BYTES > 0 else None
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
-        return self._worker.query(self._live_handle(), sql, limits)
+        handle = self._live_handle()
+        stamp = self._version.stamp() if self._version is not None else None
+        key = (str(self.path), self.text_errors, sql, limits)
+        if stamp is not None:
+            kept = _RESULTS.get(key, stamp)
+            if kept is not None:
+                return kept
+        answer = self._worker.query(handle, sql, limits)
+        if stamp is not None and answer.deterministic:
+            _RESULTS.put(key, stamp, answer.result, answer.size)
+        return answer.result
 
     def _live_handle(self) -> int:
         if self._handle is None:
@@ -94,6 +120,86 @@ class SqliteEngine:
         handle, self._handle = self._handle, None
         if handle is not None:
             self._worker.remove(handle)
+        if self._version is not None:
+            self._version.close()
 
     def __repr__(self) -> str:
         return f"SqliteEngine({str(self.path)!r})"
+
+
+class _DataVersion:
+    """When a database file may have changed: its inode (a file replaced by another) and
+    `PRAGMA data_version` on a read-only connection of our own, which changes whenever another
+    connection, in any process, commits to the file (rollback journal and WAL alike)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        try:
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                sqlite_uri(path), uri=True, check_same_thread=False
+            )
+        except sqlite3.Error:
+            self._conn = None
+
+    def stamp(self) -> tuple[int, int, int] | None:
+        """None when it cannot tell (no result is then reused or kept)."""
+        if self._conn is None:
+            return None
+        try:
+            stat = os.stat(self._path)
+            with self._lock:
+                (version,) = self._conn.execute("PRAGMA data_version").fetchone()
+        except (OSError, sqlite3.Error):
+            return None
+        return (stat.st_dev, stat.st_ino, version)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class _ResultCache:
+    """Results of deterministic queries by (database, text errors, SQL, limits), least recently
+    used first out, within `RESULT_CACHE_BYTES`."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[Any, tuple[Any, QueryResult, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, stamp: Any) -> QueryResult | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            kept_stamp, result, size = entry
+            if kept_stamp != stamp:
+                del self._entries[key]
+                self._bytes -= size
+                return None
+            self._entries.move_to_end(key)
+        return QueryResult(result.columns, list(result.rows))
+
+    def put(self, key: Any, stamp: Any, result: QueryResult, size: int) -> None:
+        if size > RESULT_CACHE_ENTRY_BYTES:
+            return
+        kept = QueryResult(result.columns, tuple(result.rows))  # type: ignore[arg-type]
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[2]
+            self._entries[key] = (stamp, kept, size)
+            self._bytes += size
+            while self._bytes > RESULT_CACHE_BYTES and self._entries:
+                _, (_, _, dropped) = self._entries.popitem(last=False)
+                self._bytes -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+_RESULTS = _ResultCache()

@@ -14,9 +14,11 @@ starts in ~20 ms. It reads requests from stdin and writes replies to stdout, eac
 dump behind an 8-byte length (plain values only: marshal is faster than pickle, and loading it
 runs no code, should a query ever take over this process); every request gets exactly one reply:
 
-    ("open", handle, kind_args)   -> None         open a database (SqliteSession / DuckdbSession)
+    ("open", handle, kind, args)  -> None         open a database: OPENERS[kind](*args)
     ("run", handle, sql, timeout, stated_timeout, max_rows, max_value_bytes)
-                                  -> (columns, rows, done)   start a query, with its first rows
+                                  -> (columns, rows, done, deterministic)
+                                                  start a query, with its first rows, and whether
+                                                  it calls deterministic functions only
     ("more", handle)              -> (rows, done)             the next rows of the running query
     ("stop", handle)              -> None         drop the running query's cursor
     ("read", handle, sql, params) -> rows         our own trusted schema queries
@@ -85,6 +87,26 @@ _ALLOWED_ACTIONS = frozenset(
 # Functions that touch the file system, load code, or register C pointers.
 DENIED_FUNCTIONS = frozenset(
     {"load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "fsdir", "zipfile"}
+)
+
+# Built-in functions whose result depends on their arguments alone: a query calling no other
+# gives the same result on an unchanged file, so its result may be reused (`sqlite.py`). Date and
+# time functions are not here ('now'), nor random(), changes() and the like; an unknown name
+# (a function of a newer SQLite) only means that the result is not reused.
+DETERMINISTIC_FUNCTIONS = frozenset(
+    """
+    abs avg char coalesce concat concat_ws count format glob group_concat hex ifnull iif instr
+    length like likelihood likely lower ltrim max min nullif octet_length printf quote replace
+    round rtrim sign soundex string_agg substr substring sum total trim typeof unhex unicode
+    unlikely upper zeroblob
+    row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value last_value
+    nth_value
+    acos acosh asin asinh atan atan2 atanh ceil ceiling cos cosh degrees exp floor ln log log10
+    log2 mod pi pow power radians sin sinh sqrt tan tanh trunc
+    json json_array json_array_length json_extract json_insert json_object json_patch
+    json_remove json_replace json_set json_type json_valid json_quote json_group_array
+    json_group_object json_each json_tree -> ->>
+    """.split()
 )
 
 # Pragmas that only describe the schema; reachable as `pragma_table_info('t')` inside a SELECT.
@@ -160,6 +182,7 @@ class Session:
         self._left = 0  # rows the running query may still send (max_rows + 1 in all)
         self._running = False
         self._stated_timeout = 0.0  # the time limit as the user set it, for messages
+        self.deterministic = False  # the running query calls deterministic functions only
 
     # what each database implements
     def _start(self, sql: str, timeout: float, max_value_bytes: int) -> tuple[str, ...]:
@@ -181,10 +204,11 @@ class Session:
     # the protocol
     def run(
         self, sql: str, timeout: float, stated_timeout: float, max_rows: int, max_value_bytes: int
-    ) -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool]:
+    ) -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool, bool]:
         """Start `sql`, to be interrupted `timeout` seconds from now (`stated_timeout` is the limit
         the user set, of which a retry may have less left)."""
         self.stop()
+        self.deterministic = False
         self._stated_timeout = stated_timeout
         self._left = max(0, max_rows) + 1
         self._running = True
@@ -194,7 +218,7 @@ class Session:
             self.stop()
             raise
         rows, done = self.more()
-        return columns, rows, done
+        return columns, rows, done, self.deterministic
 
     def more(self) -> tuple[list[tuple[Any, ...]], bool]:
         """The next batch. Rows are fetched a few at a time, as many as the rest of the batch
@@ -263,6 +287,7 @@ class SqliteSession(Session):
         self._max_value_bytes = 0
         self._denied: str | None = None  # what the authorizer refused last, for the message
         self._in_select = False  # the statement being prepared began as a SELECT
+        self._deterministic = True  # no function outside DETERMINISTIC_FUNCTIONS was prepared
         self._cursor: sqlite3.Cursor | None = None
         self._conn = _connect_sqlite(path)
         try:
@@ -302,7 +327,10 @@ class SqliteSession(Session):
                 self._in_select = True
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_FUNCTION:
-            if (arg2 or "").lower() not in DENIED_FUNCTIONS:
+            name = (arg2 or "").lower()
+            if name not in DENIED_FUNCTIONS:
+                if name not in DETERMINISTIC_FUNCTIONS:
+                    self._deterministic = False
                 return sqlite3.SQLITE_OK
             self._denied = f"function {arg2}()"
             return sqlite3.SQLITE_DENY
@@ -322,6 +350,7 @@ class SqliteSession(Session):
         conn = self._conn
         self._denied = None
         self._in_select = False
+        self._deterministic = True
         self._max_value_bytes = max_value_bytes
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, max_value_bytes))
         self._deadline = time.monotonic() + timeout
@@ -332,6 +361,7 @@ class SqliteSession(Session):
             raise self._translate(error) from None
         if cursor.description is None:
             raise Refusal("query", "the query returns no result: only a SELECT may run")
+        self.deterministic = self._deterministic
         return tuple(d[0] for d in cursor.description)
 
     def more(self) -> tuple[list[tuple[Any, ...]], bool]:
@@ -544,7 +574,7 @@ class DuckdbSession(Session):
             return Refusal(
                 "memory",
                 f"the query needed more memory than DuckDB may use here (memory_limit"
-                f" {self._memory_limit}, the worker process capped): {first}",
+                f" {self._memory_limit}, its process {_address_space_text()}): {first}",
             )
         if isinstance(error, (duckdb.InterruptException, RuntimeError)):
             if time.monotonic() >= self._deadline:
@@ -565,6 +595,13 @@ class DuckdbSession(Session):
 
 def _message(error: BaseException) -> str:
     return str(error).strip()
+
+
+_ADDRESS_SPACE = 0  # this process's cap (set by serve)
+
+
+def _address_space_text() -> str:
+    return f"{_ADDRESS_SPACE >> 20} MiB of address space" if _ADDRESS_SPACE else "uncapped"
 
 
 def _import_duckdb() -> Any:
@@ -730,12 +767,15 @@ def _leave_with_parent() -> None:
 
 def serve(kind: str, address_space: int) -> None:
     """Answer requests on stdin until it closes. stdout is kept for replies only: file
-    descriptor 1 is pointed at stderr, so that nothing a library prints can corrupt them."""
+    descriptor 1 is pointed at stderr, so that nothing a library prints can corrupt them.
+    (`kind` only names the process in `ps`: one child opens whatever it is asked to.)"""
+    global _ADDRESS_SPACE
     requests = os.fdopen(os.dup(0), "rb", buffering=1 << 16)  # a request in one read()
     replies = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
+    _ADDRESS_SPACE = address_space
     _cap_address_space(address_space)
     _leave_with_parent()
     server = Server(address_space)
@@ -756,3 +796,6 @@ def serve(kind: str, address_space: int) -> None:
 
 if __name__ == "__main__":
     serve(sys.argv[1], int(sys.argv[2]))
+    # Skip the interpreter's finalization: nothing is left to flush (the connections are closed,
+    # replies written), and DuckDB's bindings report "leaked" objects on stderr during it.
+    os._exit(0)

@@ -66,4 +66,5 @@ def wilson_interval(passed: int, total: int, z: float = 1.959964) -> tuple[float
     denominator = 1 + z * z / total
     centre = (p + z * z / (2 * total)) / denominator
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low, high = max(0.0, centre - half), min(1.0, centre + half)
+    return (0.0 if passed == 0 else low), (1.0 if passed == total else high)  # exact at the ends, no rounding noise

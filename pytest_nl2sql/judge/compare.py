@@ -26,11 +26,16 @@ Modes (`CompareOptions.mode`):
 * ``subset`` — every gold row must appear in the prediction (as a multiset: a gold row twice needs
   two predicted copies); extra predicted rows are allowed; same column count, columns permuted;
   order ignored.
-* ``columns`` — Spider 2.0's rule: every gold column (or only the gold columns whose zero-based
-  indexes are in `condition_cols`) must equal some column of the prediction by its values; extra
-  predicted columns are allowed and two gold columns may match the same predicted one; row counts
-  must be equal. Values are compared in row order when `order_matters` and not `ignore_order`,
-  else as sorted lists. (Spider 2.0 uses `abs_tol=0.01`; set it to reproduce it.)
+* ``columns`` — Spider 2.0's idea, with rows kept together: the gold's chosen columns (all of them,
+  or those named in `condition_cols`: zero-based indexes and/or column names, matched without
+  regard to case, mixed freely) must be found among the predicted columns *jointly*: for some
+  choice of predicted columns (extra predicted columns are allowed; two gold columns may be found
+  in the same predicted column), the predicted rows projected onto that choice equal the gold rows
+  projected onto the chosen columns — as multisets, or in sequence when `order_matters` and not
+  `ignore_order`. Row counts must be equal. Spider 2.0's checker matches each gold column on its
+  own (sorted), so rows scrambled across columns pass it; here they do not. (Spider 2.0 uses
+  `abs_tol=0.01`; set it to reproduce its tolerance.) Names need the gold's column names
+  (`gold_names`); a name the gold result does not have is a `ValueError`.
 
 The column permutation is found by a search that stays fast on wide and repetitive results:
 per-column value multisets ("signatures") restrict each gold column's candidates; predicted columns
@@ -42,6 +47,7 @@ constructed worst cases) the result is a mismatch whose `detail` says the search
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import decimal
 import math
@@ -73,6 +79,8 @@ class Mode(str, Enum):
 
 # `compare:` keys that belong to term-selection cases; accepted (and ignored) by `from_mapping`.
 TERM_SELECTION_KEYS = frozenset({"min_precision", "min_recall"})
+# `compare:` keys of the soft scores (`metrics/soft.py` reads them); accepted by `from_mapping`.
+SOFT_SCORE_KEYS = frozenset({"synonyms"})
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,7 @@ class CompareOptions:
     rel_tol: float = 0.0
     case_sensitive: bool = True
     strip_whitespace: bool = False
-    condition_cols: tuple[int, ...] | None = None
+    condition_cols: tuple[int | str, ...] | None = None  # columns mode: indexes and/or names
     ignore_order: bool = False
 
     def __post_init__(self) -> None:
@@ -103,16 +111,48 @@ class CompareOptions:
                 raise ValueError(f"compare option {name!r} must be true or false, not {getattr(self, name)!r}")
         if self.condition_cols is not None:
             cols = self.condition_cols
-            if isinstance(cols, (str, bytes)) or not isinstance(cols, Iterable):
-                raise ValueError(f"compare option 'condition_cols' must be a list of column indexes, not {cols!r}")
+            if isinstance(cols, (str, bytes, int)) or not isinstance(cols, Iterable):
+                raise ValueError(f"compare option 'condition_cols' must be a list of column indexes or names, not {cols!r}")
             cols = tuple(cols)
-            if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in cols):
-                raise ValueError(f"compare option 'condition_cols' must hold column indexes >= 0, not {cols!r}")
+            for c in cols:
+                if isinstance(c, str):
+                    if not c.strip():
+                        raise ValueError(f"compare option 'condition_cols' holds an empty column name: {cols!r}")
+                elif isinstance(c, bool) or not isinstance(c, int) or c < 0:
+                    raise ValueError(f"compare option 'condition_cols' must hold column indexes >= 0 or column names, not {cols!r}")
             object.__setattr__(self, "condition_cols", cols)
 
     @property
     def has_tolerance(self) -> bool:
         return self.abs_tol > 0 or self.rel_tol > 0
+
+    @property
+    def names_columns(self) -> bool:
+        """`condition_cols` names some column (so it needs the gold's column names)."""
+        return any(isinstance(c, str) for c in self.condition_cols or ())
+
+    def chosen_columns(self, width: int, names: Sequence[str] | None = None) -> tuple[int, ...]:
+        """Columns mode: the gold columns to find in the prediction, as indexes (in the order given,
+        without repeats). A name matches every gold column of that name, ignoring case and outer
+        whitespace; a name the gold lacks (or a name without `names`) is a ValueError that says so.
+        Indexes are returned as given, even beyond `width` (the comparison reports those)."""
+        if self.condition_cols is None:
+            return tuple(range(width))
+        folded = [str(n).strip().casefold() for n in names] if names is not None else None
+        chosen: list[int] = []
+        for c in self.condition_cols:
+            if isinstance(c, int):
+                found = [c]
+            elif folded is None:
+                raise ValueError(f"compare option condition_cols names column {c!r}, but the gold's column names are unknown")
+            else:
+                found = [i for i, n in enumerate(folded) if n == c.strip().casefold()]
+                if not found:
+                    shown = ", ".join(repr(str(n)) for n in names or ()) or "none"
+                    raise ValueError(f"compare option condition_cols names column {c!r}, which the gold result does not have "
+                                     f"(its columns: {shown})")
+            chosen += [i for i in found if i not in chosen]
+        return tuple(chosen)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> "CompareOptions":
@@ -123,7 +163,7 @@ class CompareOptions:
             raise ValueError(f"'compare' must be a mapping of options, not {data!r}")
         known = {f for f in cls.__dataclass_fields__}
         for key in data:
-            if key not in known and key not in TERM_SELECTION_KEYS:
+            if key not in known and key not in TERM_SELECTION_KEYS and key not in SOFT_SCORE_KEYS:
                 raise ValueError(f"unknown compare option {key!r} (known: {', '.join(sorted(known))})")
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -198,11 +238,13 @@ def compare_results(
     *,
     gold_columns: int | None = None,
     pred_columns: int | None = None,
+    gold_names: Sequence[str] | None = None,
 ) -> Comparison:
     """Compare a predicted result with the gold one (rows as sequences of values).
 
     `gold_columns` / `pred_columns` give the column counts for results that may have no rows
-    (only rows travel here); they are ignored where rows exist.
+    (only rows travel here); they are ignored where rows exist. `gold_names` are the gold's
+    column names, which ``columns`` mode needs when `condition_cols` names columns.
     """
     opts = options or CompareOptions()
     gold = [tuple(r) for r in gold_rows]
@@ -210,7 +252,7 @@ def compare_results(
     gold_width = len(gold[0]) if gold else gold_columns
     pred_width = len(pred[0]) if pred else pred_columns
     if opts.mode is Mode.COLUMNS:
-        return _compare_columns_mode(gold, pred, gold_width, order_matters, opts)
+        return _compare_columns_mode(gold, pred, gold_width, pred_width, order_matters, opts, gold_names)
     if not gold and not pred:
         if opts.mode is not Mode.SPIDER and None not in (gold_width, pred_width) and gold_width != pred_width:
             detail = f"both results are empty, but with {gold_width} and {pred_width} columns"
@@ -379,13 +421,14 @@ class _Comparer:
 class _PermutationSearch:
     """Backtracking over column pairings, pruned by signatures, interchangeable columns and row multisets."""
 
-    def __init__(self, comparer: _Comparer) -> None:
+    def __init__(self, comparer: _Comparer, reuse: bool = False) -> None:
         self.c = comparer
+        self.reuse = reuse  # columns mode: a predicted column may stand for several gold columns
         self.contain = comparer.mode is Mode.SUBSET
         width = len(comparer.ngold[0])
         self.width = width
         gold_cols = _columns(comparer.ngold, width)
-        pred_cols = _columns(comparer.npred, width)
+        pred_cols = _columns(comparer.npred, len(comparer.npred[0]))
         exact = comparer._exact
         self.gold_exact = [tuple(exact(v) for v in col) for col in gold_cols]
         self.pred_exact = [tuple(exact(v) for v in col) for col in pred_cols]
@@ -447,15 +490,16 @@ class _PermutationSearch:
                 k = candidates[frame[3]]
                 frame[3] += 1
                 members = self.classes[k]
-                if used[k] >= len(members):
+                if used[k] >= len(members) and not self.reuse:
                     continue
                 self.budget -= 1
                 if self.budget < 0:
                     self.gave_up = True
                     return None
-                refined = self._refine(gold_ids, pred_ids, self.gold_exact[i], self.pred_exact[members[used[k]]])
+                member = members[min(used[k], len(members) - 1)]
+                refined = self._refine(gold_ids, pred_ids, self.gold_exact[i], self.pred_exact[member])
                 if refined is not None:
-                    assignment[i] = members[used[k]]
+                    assignment[i] = member
                     used[k] += 1
                     frame[4] = k
                     child = [depth + 1, refined[0], refined[1], 0, -1]
@@ -522,43 +566,66 @@ class _PermutationSearch:
 
 # ----------------------------------------------------------------------------- columns mode
 
-def _compare_columns_mode(gold: list[tuple], pred: list[tuple], gold_width: int | None,
-                          order_matters: bool, opts: CompareOptions) -> Comparison:
+def _compare_columns_mode(gold: list[tuple], pred: list[tuple], gold_width: int | None, pred_width: int | None,
+                          order_matters: bool, opts: CompareOptions, gold_names: Sequence[str] | None) -> Comparison:
+    """The gold's chosen columns, found jointly among the predicted ones (see the module docstring)."""
+    width = gold_width if gold_width is not None else (len(gold_names) if gold_names is not None else 0)
+    selected = opts.chosen_columns(width, gold_names)  # a name the gold lacks raises ValueError
+    outside = [c for c in selected if c >= width] if gold or gold_width is not None else []
+    if outside:
+        detail = f"condition_cols {outside} name columns the gold result does not have ({width})"
+        return _mismatch(Reason.COLUMN_COUNT, detail)
     if len(gold) != len(pred):
         return _mismatch(Reason.ROW_COUNT, f"expected {len(gold)} rows, got {len(pred)}")
     if not gold:
         return Comparison(match=True)
-    width = len(gold[0])
-    selected = opts.condition_cols if opts.condition_cols is not None else tuple(range(width))
-    outside = [c for c in selected if c >= width]
-    if outside:
-        detail = f"condition_cols {outside} name columns the gold result does not have ({width})"
-        return _mismatch(Reason.COLUMN_COUNT, detail)
-    norm = _normaliser(opts)
-    gold_cols = _columns([tuple(norm(v) for v in r) for r in gold], width)
-    pred_cols = _columns([tuple(norm(v) for v in r) for r in pred], len(pred[0]))
-    equality = _Equality.of(opts)
-
-    def same(a: tuple, b: tuple, positional: bool) -> bool:
-        if not positional:
-            a, b = tuple(sorted(a, key=_value_sort_key)), tuple(sorted(b, key=_value_sort_key))
-        return equality.rows_equal(a, b)
-
     positional = order_matters and not opts.ignore_order
-    pairing = [-1] * width
-    unmatched, only_order = [], True
-    for i in selected:
-        j = next((j for j, p in enumerate(pred_cols) if same(gold_cols[i], p, positional)), None)
-        if j is None:
-            unmatched.append(i)
-            if not positional or not any(same(gold_cols[i], p, False) for p in pred_cols):
-                only_order = False
-        else:
-            pairing[i] = j
-    if not unmatched:
-        return Comparison(match=True, pairing=tuple(pairing))
-    reason = Reason.ORDER if positional and only_order else Reason.VALUES
-    return _mismatch(reason, f"gold column(s) {unmatched} match no predicted column", pairing=tuple(pairing))
+    pairing, gave_up = _joint_columns(gold, pred, selected, positional, opts)
+    if pairing is not None:
+        return Comparison(match=True, pairing=_full_pairing(pairing, selected, width))
+    if positional and _joint_columns(gold, pred, selected, False, opts)[0] is not None:
+        return _mismatch(Reason.ORDER, "the gold's columns are all there, with the rows in another order")
+    exec_opts = dataclasses.replace(opts, mode=Mode.EXEC, condition_cols=None)
+    alone = [_joint_columns(gold, pred, (i,), False, exec_opts)[0] for i in selected]
+    lonely = [i for i, found in zip(selected, alone) if found is None]
+    pairing = _full_pairing(tuple(found[0] if found else -1 for found in alone), selected, width)
+    if gave_up:
+        detail = "the column search gave up (too many columns holding the same values)"
+    elif lonely:
+        detail = f"gold column(s) {lonely} match no predicted column"
+    else:
+        detail = "each gold column is in the prediction, but no choice of predicted columns keeps the gold's rows together"
+    return _mismatch(Reason.VALUES, detail, pairing=pairing)
+
+
+def _full_pairing(pairing: tuple[int, ...], selected: tuple[int, ...], width: int) -> tuple[int, ...]:
+    full = [-1] * width
+    for i, j in zip(selected, pairing):
+        if i < width:
+            full[i] = j
+    return tuple(full)
+
+
+def _joint_columns(gold: list[tuple], pred: list[tuple], selected: Sequence[int], positional: bool,
+                   opts: CompareOptions) -> tuple[tuple[int, ...] | None, bool]:
+    """(for each selected gold column, the predicted column holding it, or None; whether the search
+    gave up). Predicted columns may be used more than once; rows are compared as multisets unless
+    `positional`."""
+    projected = [tuple(row[i] for i in selected) for row in gold]
+    exec_opts = dataclasses.replace(opts, mode=Mode.EXEC, condition_cols=None)
+    comparer = _Comparer(projected, pred, len(selected), len(pred[0]), positional, exec_opts)
+    if positional:  # rows are aligned: a column that equals a gold column as a vector keeps them together
+        gold_cols = _columns(comparer.ngold, len(selected))
+        pred_cols = _columns(comparer.npred, len(pred[0]))
+        pairing = []
+        for g in gold_cols:
+            j = next((j for j, p in enumerate(pred_cols) if comparer._rows_equal(g, p)), None)
+            if j is None:
+                return None, False
+            pairing.append(j)
+        return tuple(pairing), False
+    search = _PermutationSearch(comparer, reuse=True)
+    return search.find(), search.gave_up
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -7,7 +7,8 @@ The plugin's items and the Python API (`eval_exec_match`, `evaluate_predictions`
 from __future__ import annotations
 
 import csv
-
+import datetime
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +18,9 @@ import sqlglot
 from sqlglot.errors import SqlglotError
 
 from pytest_nl2sql.judge import compat
-from pytest_nl2sql.judge.compare import CompareOptions, Comparison, compare_results
+from pytest_nl2sql.judge.compare import CompareOptions, Comparison, Mode, compare_results
 from pytest_nl2sql.engines.base import ConnectionLost, Engine, EngineError, Limits, QueryError, QueryResult, QueryTimeout, TooManyRows
-from pytest_nl2sql.judge.equality import result_fingerprint
+from pytest_nl2sql.judge.equality import normalise_value, result_fingerprint
 from pytest_nl2sql.judge.order import has_top_level_order_by
 from pytest_nl2sql.vocab import Verdict
 
@@ -76,11 +77,13 @@ def run_gold(
     order: str = "auto",
     spider_compat: bool = False,
     gold_result_files: Sequence[Path] = (),
+    compare: Mapping[str, Any] | None = None,
 ) -> GoldOutcome:
-    """Execute the gold queries (or read the gold CSVs); raise GoldError if any fails."""
+    """Execute the gold queries (or read the gold CSVs); raise GoldError if any fails, or if
+    `compare`'s `condition_cols` names a column that a gold result lacks."""
     if gold_result_files:
         results = tuple(read_gold_csv(p) for p in gold_result_files)
-        return GoldOutcome(results, (), order == "ordered")
+        return _checked(GoldOutcome(results, (), order == "ordered"), compare)
     if spider_compat:
         queries = tuple(compat.spider_prepare("", g)[1] for g in gold)
         order_matters = compat.spider_prepare("", gold[0])[2]
@@ -100,24 +103,90 @@ def run_gold(
             raise GoldError(f"{label} is over the row cap (--nl2sql-max-rows): {e}") from e
         except EngineError as e:
             raise GoldError(f"{label} failed: {e}") from e
-    return GoldOutcome(tuple(results), queries, order_matters)
+    return _checked(GoldOutcome(tuple(results), queries, order_matters), compare)
+
+
+def _checked(gold: GoldOutcome, compare: Mapping[str, Any] | None) -> GoldOutcome:
+    """`condition_cols` names must be columns of every gold result (the case is broken otherwise)."""
+    if not compare or not compare.get("condition_cols"):
+        return gold
+    try:
+        options = CompareOptions.from_mapping(compare)
+    except ValueError as e:
+        raise GoldError(str(e)) from e
+    if options.mode is Mode.COLUMNS and options.names_columns:
+        for number, result in enumerate(gold.results, start=1):
+            try:
+                options.chosen_columns(len(result.columns), result.columns)
+            except ValueError as e:
+                which = f"gold result {number} of {len(gold.results)}" if len(gold.results) > 1 else "the gold result"
+                raise GoldError(f"{e} [{which}]") from e
+    return gold
+
+
+class ResultFileError(ValueError):
+    """A CSV result file cannot be read; `str()` names the file and what is wrong."""
 
 
 def read_gold_csv(path: Path) -> QueryResult:
-    """A gold result stored as CSV: header row = columns; an empty cell is NULL; other cells are
-    text, which the comparison reads as numbers where they are numeric."""
+    """A gold result stored as CSV (`read_result_csv`); a file that cannot be read is a GoldError."""
+    try:
+        return read_result_csv(path, "gold_result")
+    except ResultFileError as e:
+        raise GoldError(str(e)) from e
+
+
+def read_result_csv(path: Path, what: str = "result file") -> QueryResult:
+    """A query result stored as CSV: the header row names the columns; each cell is typed as a user
+    would expect (`typed_cell`): an empty cell is NULL, numeric text a number, ISO dates and
+    timestamps dates and timestamps, anything else text. In a one-column file a blank line inside
+    the file is a NULL row. Raises `ResultFileError` naming the file."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
             lines = list(csv.reader(handle))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise GoldError(f"cannot read gold_result {path}: {e}") from e
+        raise ResultFileError(f"cannot read {what} {path}: {e}") from e
     if not lines:
-        raise GoldError(f"cannot read gold_result {path}: the file is empty (a header row is needed)")
-    columns, body = tuple(lines[0]), [line for line in lines[1:] if line]
+        raise ResultFileError(f"cannot read {what} {path}: the file is empty (a header row is needed)")
+    columns = tuple(lines[0])
+    body = lines[1:]
+    while body and not body[-1]:
+        body.pop()
+    rows = []
     for number, line in enumerate(body, start=2):
+        if not line:
+            if len(columns) == 1:
+                rows.append((None,))
+            continue
         if len(line) != len(columns):
-            raise GoldError(f"cannot read gold_result {path}: row {number} has {len(line)} cells, the header {len(columns)}")
-    return QueryResult(columns, [tuple(cell if cell != "" else None for cell in line) for line in body])
+            raise ResultFileError(f"cannot read {what} {path}: row {number} has {len(line)} cells, the header {len(columns)}")
+        rows.append(tuple(typed_cell(cell) for cell in line))
+    return QueryResult(columns, rows)
+
+
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # over a CSV cell, not over SQL
+_ISO_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?)?")
+
+
+def typed_cell(cell: str) -> Any:
+    """A CSV cell as a value: '' is NULL; numeric text is an int or float (as the comparison reads
+    numeric text anyway; `007` stays text, as written, though it still equals 7); `2024-01-02` a
+    date; `2024-01-02T03:04:05` or `2024-01-02 03:04:05` (a fraction, an offset or `Z` allowed) a
+    timestamp, with an offset an instant; anything else stays text."""
+    if cell == "":
+        return None
+    value = normalise_value(cell)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        digits = cell.lstrip("+-")
+        return cell if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit() else value
+    try:
+        if _ISO_DATE.fullmatch(cell):
+            return datetime.date.fromisoformat(cell)
+        if _ISO_TIMESTAMP.fullmatch(cell):
+            return datetime.datetime.fromisoformat(cell)
+    except ValueError:  # 2024-02-31: not a date after all
+        return cell
+    return cell
 
 
 def execute_once_more_if_lost(engine: Engine, sql: str, limits: Limits) -> QueryResult:
@@ -162,20 +231,27 @@ def judge(
         return Judgement(Verdict.TOO_MANY_ROWS, str(e), executed=sql)
     except EngineError as e:
         return Judgement(Verdict.PRED_ERROR, str(e), executed=sql)
+    return judge_result(result, gold, options, fingerprint=fingerprint, executed=sql)
+
+
+def judge_result(result: QueryResult, gold: GoldOutcome, options: CompareOptions, *, fingerprint: bool = False,
+                 executed: str | None = None) -> Judgement:
+    """Compare a predicted result (executed, or read from a result file) with every gold result;
+    the best comparison wins."""
     digest = result_fingerprint(result.rows, gold.order_matters) if fingerprint else None
     best: tuple[int, Comparison] | None = None
     for index, gold_result in enumerate(gold.results):
         comparison = compare_results(
             gold_result.rows, result.rows, order_matters=gold.order_matters, options=options,
-            gold_columns=len(gold_result.columns), pred_columns=len(result.columns),
+            gold_columns=len(gold_result.columns), pred_columns=len(result.columns), gold_names=gold_result.columns,
         )
         if comparison.match:
-            return Judgement(Verdict.PASS, None, comparison, index, result, digest, sql)
+            return Judgement(Verdict.PASS, None, comparison, index, result, digest, executed)
         if best is None or _closeness(comparison) > _closeness(best[1]):
             best = (index, comparison)
     assert best is not None
     index, comparison = best
-    return Judgement(Verdict.MISMATCH, comparison.reason, comparison, index, result, digest, sql)
+    return Judgement(Verdict.MISMATCH, comparison.reason, comparison, index, result, digest, executed)
 
 
 def _closeness(comparison: Comparison) -> tuple[int, int]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pytest_nl2sql.metrics import termselection
 from pytest_nl2sql.cases.read import Case
+from pytest_nl2sql.judge import nearmiss
 from pytest_nl2sql.judge.execute import GoldOutcome, Judgement
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.vocab import Verdict
@@ -37,6 +38,8 @@ def _where(case: Case, file: str) -> str:
 
 def _header(case: Case, file: str, result: CaseResult) -> list[str]:
     reason = f" ({result.reason.splitlines()[0]})" if result.reason else ""
+    if result.near_miss:
+        reason += f", near miss: {result.near_miss}"
     where = _where(case, file)
     lines = [f"nl2sql case {case.id} [{where}]: {result.verdict.value}{reason}"]
     if case.question:
@@ -66,13 +69,27 @@ def failure_text(case: Case, file: str, result: CaseResult, judgement: Judgement
     """Why a SQL case failed: queries, reason, the column pairing tried, and the rows that differ."""
     lines = _header(case, file, result)
     lines += _sql_block("gold", case.gold_value or [str(p) for p in case.gold_result])
-    lines += _sql_block("predicted", result.predicted)
+    if result.predicted_result:
+        lines.append(f"predicted result: {result.predicted_result}")
+    else:
+        lines += _sql_block("predicted", result.predicted)
     if judgement.executed and result.predicted and judgement.executed.strip() != str(result.predicted).strip():
         lines += _sql_block("executed", judgement.executed)
     if result.verdict is not Verdict.MISMATCH:
         lines.append(f"{result.verdict.value}: {result.reason}")
         return "\n".join(lines + _traceback_lines(result))
+    if result.near_miss:
+        lines.append(f"near miss: {nearmiss.describe(result.near_miss)}")
+    if result.soft_scores:
+        lines.append(soft_scores_line(result.soft_scores))
     return "\n".join(lines + result_diff_lines(judgement, gold, verbosity))
+
+
+def soft_scores_line(scores: dict[str, float]) -> str:
+    """`soft scores: columns P 1.00 R 0.50 F1 0.67; rows P 1.00 R 1.00 F1 1.00`"""
+    def part(kind: str) -> str:
+        return " ".join(f"{label} {scores[f'{kind}_{key}']:.2f}" for label, key in (("P", "precision"), ("R", "recall"), ("F1", "f1")))
+    return f"soft scores: columns {part('column')}; rows {part('row')}"
 
 
 def result_diff_lines(judgement: Judgement, gold: GoldOutcome | None, verbosity: int = 0) -> list[str]:

@@ -16,18 +16,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.cases.predictions import PredictionStore
+from pytest_nl2sql.cases.predictions import PredictedResult, PredictionStore
 from pytest_nl2sql.cases.read import Case, InvalidCase
 from pytest_nl2sql.engines import EngineCache
 from pytest_nl2sql.engines.base import ConnectionLost, DatabaseMissing, Engine, EngineError, Limits, text_errors_for
 from pytest_nl2sql.engines.url import EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import Baseline, classify
 from pytest_nl2sql.judge import explain
-from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
+from pytest_nl2sql.judge.compare import CompareOptions
+from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, ResultFileError, judge, judge_result, read_result_csv, run_gold
+from pytest_nl2sql.judge.nearmiss import near_miss
 from pytest_nl2sql.judge.predict import Hook, PredictionOutcome, PredictionRequest, PredictionSource, Predictor
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics import termselection
-from pytest_nl2sql.vocab import BaselineStatus, Kind, Verdict
+from pytest_nl2sql.metrics.soft import ColumnNamer, SoftScores, ValueRule, best_soft_scores
+from pytest_nl2sql.vocab import BaselineStatus, Kind, NearMiss, Verdict
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class RunOptions:
     db_dir: Path | None = None  # --nl2sql-db-dir
     fingerprints: bool = False  # keep a hash of each predicted result (baselines want one)
     verbosity: int = 0  # how many diff rows a failure text shows
+    synonyms: tuple[tuple[str, str], ...] = ()  # ini `nl2sql_synonyms`: words added to the soft scores' synonym map
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class Pipeline:
     _schemas: dict[str, Any] = field(default_factory=dict)
     _ddl: dict[int, str] = field(default_factory=dict)
     _hardness: dict[tuple[Path, str], str | None] = field(default_factory=dict)
+    _namers: dict[tuple[tuple[str, str], ...], ColumnNamer] = field(default_factory=dict)
 
     @property
     def predictor(self) -> Predictor:
@@ -118,7 +123,7 @@ class Pipeline:
             engine = engine or self.engine_for(case)
             gold = run_gold(
                 case.gold, engine, self.options.limits, dialect=case.written_in, order=case.order,
-                spider_compat=self.spider_mode(case), gold_result_files=case.gold_result,
+                spider_compat=self.spider_mode(case), gold_result_files=case.gold_result, compare=case.compare,
             )
         except (GoldError, EngineError) as e:
             reason = _infrastructure_reason(e) or str(e)
@@ -190,13 +195,17 @@ class Pipeline:
             reason = _infrastructure_reason(e)
             result = self._result(case, label, prepared.hardness, Verdict.GOLD_ERROR, reason=reason, predicted=_plain(prediction.value))
             return CaseOutcome(result, explain.gold_error_text(case, label.file, reason or str(e)))
-        predicted_sql = prediction.value if isinstance(prediction.value, str) else _plain(prediction.value)
+        result_file = prediction.value if isinstance(prediction.value, PredictedResult) else None
+        predicted_sql = None if result_file else (prediction.value if isinstance(prediction.value, str) else _plain(prediction.value))
         exact = self._exact_match(case, predicted_sql) if judgement.verdict is not Verdict.PREDICTOR_ERROR else None
+        soft, near = self._soft_scores(case, judgement, gold), self._near_miss(case, judgement, gold)
         result = self._result(
             case, label, prepared.hardness, judgement.verdict, predicted=predicted_sql, reason=judgement.reason,
             exact_match=exact.match if exact else None, partial=exact.partial if exact else None,
             fingerprint=judgement.fingerprint, latency=prediction.latency,
             diff=explain.diff_json(judgement, gold), extra=prediction.report_fields(),
+            soft_scores=soft.to_json() if soft else None, near_miss=near.value if near else None,
+            predicted_result=_shown_path(result_file.path, case) if result_file else None,
         )
         result = self._with_baseline(result, case)
         text = None if result.passed else explain.failure_text(case, label.file, result, judgement, gold, self.options.verbosity)
@@ -207,6 +216,8 @@ class Pipeline:
             return Judgement(Verdict.PREDICTOR_ERROR, prediction.error)
         if prediction.stale:
             return Judgement(Verdict.NO_PREDICTION, "the recorded prediction is stale: the question or schema changed since it was recorded")
+        if isinstance(prediction.value, PredictedResult):
+            return self._judge_result_file(case, prediction.value, gold)
         if prediction.value is not None and not isinstance(prediction.value, str):
             return Judgement(Verdict.PREDICTOR_ERROR, f"the prediction must be SQL text, not {type(prediction.value).__name__}")
         if prediction.value is None or not prediction.value.strip():
@@ -216,14 +227,52 @@ class Pipeline:
             compare=case.compare, spider_compat=self.spider_mode(case), fingerprint=self.options.fingerprints,
         )
 
+    def _judge_result_file(self, case: Case, predicted: PredictedResult, gold: GoldOutcome) -> Judgement:
+        """A prediction given as a CSV result: read (typed, as gold CSVs are) and compared."""
+        try:
+            result = read_result_csv(predicted.path, "predicted_result")
+        except ResultFileError as e:
+            return Judgement(Verdict.PRED_ERROR, str(e))
+        if len(result.rows) > self.options.limits.max_rows:
+            return Judgement(Verdict.TOO_MANY_ROWS, f"{predicted.path} holds {len(result.rows)} rows, over the row cap of {self.options.limits.max_rows}")
+        spider = self.spider_mode(case)
+        options = CompareOptions.from_mapping({**(case.compare or {}), **({"mode": "spider"} if spider else {})})
+        return judge_result(result, gold, options, fingerprint=self.options.fingerprints)
+
+    # --- soft scores and near misses -----------------------------------------------------
+
+    def namer(self, case: Case) -> ColumnNamer:
+        """The column-name normaliser of a case: the default synonyms, the ini's, the case's."""
+        key = self.options.synonyms + tuple(sorted((case.compare or {}).get("synonyms", {}).items()))
+        if key not in self._namers:
+            self._namers[key] = ColumnNamer.with_extra(dict(self.options.synonyms), (case.compare or {}).get("synonyms"))
+        return self._namers[key]
+
+    def _soft_scores(self, case: Case, judgement: Judgement, gold: GoldOutcome) -> SoftScores | None:
+        """Soft scores of a prediction that produced a result (None when it did not run)."""
+        if judgement.result is None or judgement.verdict not in (Verdict.PASS, Verdict.MISMATCH):
+            return None
+        rule = ValueRule.of(_compare_options(case))
+        golds = [(g.columns, g.rows) for g in gold.results]
+        return best_soft_scores(golds, judgement.result.columns, judgement.result.rows, namer=self.namer(case), rule=rule)
+
+    def _near_miss(self, case: Case, judgement: Judgement, gold: GoldOutcome) -> NearMiss | None:
+        if judgement.verdict is not Verdict.MISMATCH or judgement.result is None:
+            return None
+        golds = [(g.rows, len(g.columns)) for g in gold.results]
+        result = judgement.result
+        return near_miss(golds, result.rows, len(result.columns), gold.order_matters, _compare_options(case))
+
     def _no_prediction_reason(self, case: Case) -> str:
         """Say where we looked, so that an empty run is easy to diagnose."""
         places = []
         if self.hook is not None:
             places.append("the pytest_nl2sql_predict hook returned nothing")
-        if self.predictions is not None:
+        if self.predictions is not None and self.predictions.directory:
+            places.append(f"no result file {case.id}.csv in {self.predictions.path}")
+        elif self.predictions is not None:
             places.append(f"no entry for id {case.id!r} in {self.predictions.path}")
-        places.append("the case has no `predicted`")
+        places.append("the case has no `predicted` or `predicted_result`")
         return "no prediction for this case (" + "; ".join(places) + ")"
 
     def _exact_match(self, case: Case, predicted: Any) -> Any:
@@ -370,6 +419,21 @@ def _computed_hardness(case: Case, schema: Any) -> str | None:
     from pytest_nl2sql.metrics.hardness import case_hardness
 
     return case_hardness(case.gold[0], schema, case.written_in)
+
+
+def _compare_options(case: Case) -> CompareOptions | None:
+    try:
+        return CompareOptions.from_mapping(case.compare)
+    except ValueError:  # checked when the case was read; never here
+        return None
+
+
+def _shown_path(path: Path, case: Case) -> str:
+    """A result file as reports show it: relative to the case file's folder when it lies there."""
+    try:
+        return Path(path).relative_to(case.file.parent).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
 
 
 def _file_names(case: Case, label: CaseLabel) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.cases.predictions import PredictionStore, prediction_key
+from pytest_nl2sql.cases.predictions import PredictedResult, PredictionStore, prediction_key
 from pytest_nl2sql.cases.read import Case
 
 
@@ -116,6 +116,8 @@ class Predictor:
             return PredictionOutcome(stored.value, PredictionSource.FILE, stale=stored.key is not None)
         if case.predicted is not None:
             return PredictionOutcome(case.predicted, PredictionSource.CASE)
+        if case.predicted_result is not None:
+            return PredictionOutcome(PredictedResult(case.predicted_result), PredictionSource.CASE)
         return PredictionOutcome(None, PredictionSource.NONE)
 
     def ask(self, request: PredictionRequest) -> PredictionOutcome:

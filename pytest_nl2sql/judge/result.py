@@ -36,6 +36,9 @@ class CaseResult:
     fingerprint: str | None = None  # hash of the predicted result, for baselines
     latency: float | None = None  # seconds the predictor hook took
     diff: dict[str, Any] | None = None  # column pairing and rows missing / unexpected
+    soft_scores: dict[str, float] | None = None  # SQL cases whose prediction ran (metrics/soft.py)
+    near_miss: str | None = None  # a mismatch's near miss (vocab.NearMiss), if it has one
+    predicted_result: str | None = None  # the CSV file given as the prediction, instead of SQL
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -63,6 +66,9 @@ class CaseResult:
             "exact_match": self.exact_match,
             "term_selection": self.term_selection,
             "baseline": self.baseline,
+            "soft_scores": self.soft_scores,
+            "near_miss": self.near_miss,
+            "predicted_result": self.predicted_result,
             "kind": self.kind.value,
             "position": self.position,
             "partial": self.partial,
@@ -95,6 +101,9 @@ class CaseResult:
             fingerprint=data.get("fingerprint"),
             latency=data.get("latency"),
             diff=data.get("diff"),
+            soft_scores=data.get("soft_scores"),
+            near_miss=data.get("near_miss"),
+            predicted_result=data.get("predicted_result"),
             extra=data.get("extra") or {},
         )
 

@@ -2,7 +2,8 @@
 
 Execution accuracy counts SQL cases only: `passed / (total - errors)`, where `errors` are the
 `gold_error` cases (broken cases, counted and listed apart). Term-selection cases have their own
-macro precision / recall.
+macro precision / recall. Soft scores (`soft_scores`) are means over the SQL cases that could be
+judged, a prediction that did not run counting 0; `near_miss` counts the failures of each kind.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 
 from pytest_nl2sql.gate.stats import percentile
 from pytest_nl2sql.metrics.termselection import aggregate_term_selection
-from pytest_nl2sql.vocab import HARDNESS_ORDER, Kind, Verdict
+from pytest_nl2sql.metrics.soft import mean_scores
+from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, Kind, Verdict
 from pytest_nl2sql.judge.result import CaseResult
 
 
@@ -77,9 +79,17 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
             {"count": len(latencies), "total": sum(latencies), "p50": percentile(latencies, 50), "p95": percentile(latencies, 95)}
             if latencies else None
         ),
+        "soft_scores": mean_scores(r.soft_scores for r in sql if not r.verdict.is_error),
+        "near_miss": _near_misses(sql),
         "baseline": None,
     }
     return summary
+
+
+def _near_misses(results: list[CaseResult]) -> dict[str, int]:
+    """How many failures were each kind of near miss, in the contract's order (zeros included)."""
+    counts = Counter(r.near_miss for r in results if r.near_miss)
+    return {name: counts.get(name, 0) for name in NEAR_MISSES}
 
 
 def _verdict_rank(name: str) -> int:

@@ -34,6 +34,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(option.flag, action="store", dest=option.dest, default=None, metavar=option.metavar, help=option.help)
             parser.addini(option.dest, option.help, default=None)
     parser.addini("nl2sql_files", "globs of case files to collect", type="args", default=DEFAULT_FILES.split())
+    parser.addini("nl2sql_synonyms", "column-name synonyms for the soft scores: one `word = word` per line",
+                  type="linelist", default=[])
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -14,6 +14,7 @@ from pytest_nl2sql.cases.predictions import load_predictions
 from pytest_nl2sql.engines.base import Limits
 from pytest_nl2sql.gate.baseline import load_baseline
 from pytest_nl2sql.judge.pipeline import Pipeline, RunOptions
+from pytest_nl2sql.metrics.soft import parse_synonym_lines
 from pytest_nl2sql.reports import default_path
 from pytest_nl2sql.vocab import REPORT_FORMATS
 from pytest_nl2sql.gate.thresholds import Threshold, parse_fail_unders
@@ -35,7 +36,7 @@ class Option:
 
 
 OPTIONS = (
-    Option("--nl2sql-predictions", "predictions file: JSONL of {id, predicted|selection} or .sql/.txt with one query per line", metavar="PATH"),
+    Option("--nl2sql-predictions", "predictions: JSONL of {id, predicted|selection}, .sql/.txt with one query per line, or a directory of <id>.csv results", metavar="PATH"),
     Option("--nl2sql-db-dir", "directory of `db_id` databases for cases that name no db_dir", metavar="DIR"),
     Option("--nl2sql-dsn", "run every case on this database instead (e.g. a PostgreSQL copy)", metavar="URL"),
     Option("--nl2sql-timeout", "per-query time limit in seconds (default 30)", default="30", metavar="SECONDS"),
@@ -77,6 +78,7 @@ class Settings:
     record: Path | None = None
     confine: bool = False
     concurrency: int = 1
+    synonyms: tuple[tuple[str, str], ...] = ()  # ini nl2sql_synonyms
     label: str | None = None
     history: Path | None = None
 
@@ -140,6 +142,10 @@ def read_settings(config: Any) -> Settings:
         thresholds = parse_fail_unders(values["nl2sql_fail_under"] or ())
     except ValueError as e:
         raise SettingsError(f"--nl2sql-fail-under: {e}") from e
+    try:
+        synonyms = tuple(parse_synonym_lines(config.getini("nl2sql_synonyms")).items())
+    except ValueError as e:
+        raise SettingsError(f"nl2sql_synonyms: {e}") from e
     update = bool(values["nl2sql_update_baseline"])
     if update and not values["nl2sql_baseline"]:
         raise SettingsError("--nl2sql-update-baseline needs --nl2sql-baseline=PATH (where to write it)")
@@ -156,6 +162,7 @@ def read_settings(config: Any) -> Settings:
         record=path("nl2sql_record"),
         confine=bool(values["nl2sql_confine"]),
         concurrency=concurrency,
+        synonyms=synonyms,
         label=values["nl2sql_label"],
         history=path("nl2sql_history"),
     )
@@ -174,7 +181,7 @@ def make_pipeline(settings: Settings, config: Any) -> Pipeline:
         raise SettingsError(f"nl2sql: {e}") from None
     options = RunOptions(
         limits=settings.limits, spider_compat=settings.spider_compat, dsn=settings.dsn, db_dir=settings.db_dir,
-        fingerprints=settings.baseline is not None, verbosity=config.get_verbosity(),
+        fingerprints=settings.baseline is not None, verbosity=config.get_verbosity(), synonyms=settings.synonyms,
     )
     hook = config.hook.pytest_nl2sql_predict
     return Pipeline(options, hook=lambda request: hook(case=request), predictions=predictions, baseline=baseline)

@@ -77,6 +77,13 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
             p = "-" if d.get("precision") is None else f"{d['precision']:.2f}"
             r = "-" if d.get("recall") is None else f"{d['recall']:.2f}"
             lines.append(f"  {dim}: precision {p}, recall {r}")
+    soft = summary.get("soft_scores")
+    if soft:
+        lines.append("soft scores (means over judged SQL cases): columns P {column_precision:.3f} R {column_recall:.3f} "
+                     "F1 {column_f1:.3f}; rows P {row_precision:.3f} R {row_recall:.3f} F1 {row_f1:.3f}".format(**soft))
+    near = {k: v for k, v in (summary.get("near_miss") or {}).items() if v}
+    if near:
+        lines.append("near misses (failing SQL cases): " + ", ".join(f"{k} {v}" for k, v in near.items()))
     verdicts = summary.get("by_verdict") or {}
     if verdicts:
         lines.append("verdicts (all cases): " + ", ".join(f"{v} {n}" for v, n in verdicts.items()))

@@ -27,8 +27,10 @@ from pytest_nl2sql.reports import ReportWriteError, register
 COLUMNS = (
     "id", "nodeid", "file", "kind", "question", "database", "hardness", "tags", "verdict",
     "passed", "reason", "gold", "predicted", "exact_match", "macro_precision", "macro_recall",
-    "baseline", "latency", "missing_rows", "extra_rows",
+    "baseline", "latency", "missing_rows", "extra_rows", "near_miss", "predicted_result",
+    "column_precision", "column_recall", "column_f1", "row_precision", "row_recall", "row_f1",
 )
+SOFT_SCORE_COLUMNS = COLUMNS[-6:]  # the item's `soft_scores`, one column each
 CORRECT_HEADER = "instance_id"
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -76,12 +78,14 @@ def _row(item: Mapping[str, Any]) -> list[str]:
 
     values = {
         **{key: item.get(key) for key in COLUMNS},
+        **{key: None for key in SOFT_SCORE_COLUMNS},
         "question": item.get("question") or item.get("name"),
         "tags": ";".join(str(getattr(tag, "value", tag)) for tag in item.get("tags") or []),
         "macro_precision": ts.get("macro_precision"),
         "macro_recall": ts.get("macro_recall"),
         "missing_rows": count("missing"),
         "extra_rows": count("extra"),
+        **(item.get("soft_scores") or {}),
     }
     return [_cell(values[key]) for key in COLUMNS]
 

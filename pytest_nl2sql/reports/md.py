@@ -88,6 +88,17 @@ def _other_metrics(summary: Mapping[str, Any], items: Sequence[Mapping[str, Any]
     lines = []
     if summary.get("exact_match") is not None:
         lines.append(f"- exact match (Spider, without values): {_percent(summary['exact_match'])}")
+    soft = summary.get("soft_scores")
+    if soft:
+        lines.append(
+            f"- soft scores (means): columns F1 {_number(soft.get('column_f1'))} "
+            f"(precision {_number(soft.get('column_precision'))}, recall {_number(soft.get('column_recall'))}), "
+            f"rows F1 {_number(soft.get('row_f1'))} "
+            f"(precision {_number(soft.get('row_precision'))}, recall {_number(soft.get('row_recall'))})"
+        )
+    near = {name: count for name, count in (summary.get("near_miss") or {}).items() if count}
+    if near:
+        lines.append("- near misses: " + ", ".join(f"{_code(name)} {count}" for name, count in near.items()))
     terms = summary.get("term_selection")
     if terms:
         lines.append(
@@ -227,11 +238,20 @@ def _failures(items: Sequence[Mapping[str, Any]], with_baseline: bool) -> str:
     failed = [i for i in items if not i.get("passed") and i.get("verdict") != GOLD_ERROR]
     if not failed:
         return ""
-    header = "| case | verdict | reason |" + (" baseline |" if with_baseline else "")
-    rows = [header, "|---|---|---|" + ("---|" if with_baseline else "")]
+    # the near-miss and row-F1 columns appear when some failure has one (SQL failures that ran)
+    with_near = any(i.get("near_miss") for i in failed)
+    with_soft = any(i.get("soft_scores") for i in failed)
+    extra = (" near miss |" if with_near else "") + (" row F1 |" if with_soft else "")
+    header = "| case | verdict | reason |" + extra + (" baseline |" if with_baseline else "")
+    rows = [header, "|---|---|---|" + "---|" * (with_near + with_soft) + ("---|" if with_baseline else "")]
     for item in failed[:MAX_FAILURES]:
         cells = [_code(_label(item), in_table=True), _cell(item.get("verdict"))]
         cells.append(_cell(item.get("reason")))
+        if with_near:
+            cells.append(_cell(item.get("near_miss")))
+        if with_soft:
+            soft = item.get("soft_scores")
+            cells.append(_number(soft.get("row_f1")) if soft else "")
         row = "| " + " | ".join(cells) + " |"
         if with_baseline:
             row += f" {_cell(item.get('baseline'))} |"

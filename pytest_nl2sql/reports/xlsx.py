@@ -246,6 +246,10 @@ def _macro(key: str) -> Callable[[Mapping[str, Any]], Any]:
     return lambda item: (item.get("term_selection") or {}).get(key)
 
 
+def _soft(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    return lambda item: (item.get("soft_scores") or {}).get(key)
+
+
 def _exact(item: Mapping[str, Any]) -> str | None:
     em = item.get("exact_match")
     return None if em is None else ("yes" if em else "no")
@@ -282,6 +286,13 @@ OVERVIEW_COLUMNS = (
     Column("macro precision", 10, _macro("macro_precision"), number_format=SCORE),
     Column("indicator selection details", 55, _details, wrap=True),
     Column("exact match", 9, _exact),
+    Column("near miss", 16, lambda i: i.get("near_miss"), wrap=True),
+    Column("column F1", 9, _soft("column_f1"), number_format=SCORE),
+    Column("row F1", 9, _soft("row_f1"), number_format=SCORE),
+    Column("column precision", 10, _soft("column_precision"), number_format=SCORE),
+    Column("column recall", 10, _soft("column_recall"), number_format=SCORE),
+    Column("row precision", 10, _soft("row_precision"), number_format=SCORE),
+    Column("row recall", 10, _soft("row_recall"), number_format=SCORE),
     Column("baseline", 14, lambda i: i.get("baseline"), style=_baseline_style),
     Column("latency (s)", 10, lambda i: i.get("latency"), number_format=SECONDS),
     Column("nodeid", 40, lambda i: i.get("nodeid")),
@@ -351,6 +362,7 @@ FAILURE_COLUMNS = (
     Column("verdict", 15, lambda i: i.get("verdict"), style=_verdict_cell_style),
     Column("baseline", 14, lambda i: i.get("baseline"), style=_baseline_style),
     Column("reason", 30, _reason, wrap=True),
+    Column("near miss", 16, lambda i: i.get("near_miss"), wrap=True),
     Column("gold SQL", 42, lambda i: i.get("gold"), wrap=True),
     Column("predicted SQL", 42, _predicted, wrap=True),
     Column("column pairing (gold→predicted)", 16, _diff("pairing"), wrap=True),
@@ -459,6 +471,18 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
         out.table(headers, _partial_rows(partial, counted), (None, SCORE, SCORE, SCORE, None, None))
         if any(_not_applicable(s) for s in partial.values()):
             out.note("n/a: no gold query and no prediction has the component")
+
+    soft = summary.get("soft_scores")
+    if soft:
+        out.title("Soft scores (means over the judged SQL cases; a prediction that did not run counts 0)")
+        out.table(("", "precision", "recall", "F1"),
+                  [[kind, soft.get(f"{key}_precision"), soft.get(f"{key}_recall"), soft.get(f"{key}_f1")]
+                   for kind, key in (("columns", "column"), ("rows", "row"))],
+                  (None, SCORE, SCORE, SCORE))
+    near = summary.get("near_miss")
+    if near and any(near.values()):
+        out.title("Near misses (failures of each kind)")
+        out.table(("near miss", "cases"), [[name, count] for name, count in near.items()], (None, None))
 
     ts = summary.get("term_selection")
     out.title("Data Query Metrics")
