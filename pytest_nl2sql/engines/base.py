@@ -37,6 +37,7 @@ class QueryResult:
 
     columns: tuple[str, ...]
     rows: list[tuple[Any, ...]]
+    seconds: float | None = None  # wall time of the execution (fetch included), when measured
 
 
 def text_errors_for(spider_compat: bool) -> str:

@@ -16,11 +16,14 @@ from typing import Any
 from pytest_nl2sql.cases.predictions import record_lines
 from pytest_nl2sql.files import atomic_write_text
 from pytest_nl2sql.gate.baseline import Baseline, BaselineError, compare_with_baseline, load_baseline, write_baseline
-from pytest_nl2sql.gate.run import RunInfo, append_history
+from pytest_nl2sql.gate.run import RunInfo, append_history, read_history
 from pytest_nl2sql.gate.thresholds import Threshold, check_thresholds
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
 from pytest_nl2sql.reports import write_report
+
+
+TREND_FORMATS = ("md", "xlsx")  # the reports that show the trend over --nl2sql-history
 
 
 @dataclass(frozen=True)
@@ -58,19 +61,22 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
     report = {"run": run.to_json(), **build_report(results, summary)}
     if not run.complete:
         messages.insert(0, f"the run was interrupted: {len(results)} cases were judged and the reports say `complete: false`")
+    history: list[dict[str, Any]] = []
     if gate.history is not None:
         try:
             append_history(gate.history, run, summary)
             messages.append(f"history: {gate.history} (+1 run)")
         except OSError as e:
             failures.append(f"nl2sql: cannot append to the history {gate.history}: {e}")
+        history = read_history(gate.history)  # oldest first, this run last: the trend of md and xlsx
     if gate.update_baseline and gate.baseline_path is not None:
         _update_baseline(gate, results, report, messages, failures, full=gate.full_run and run.complete)
     if gate.record is not None:
         _record(gate.record, results, messages, failures)
     for fmt, path in gate.reports:
+        payload = {**report, "history": history} if history and fmt in TREND_FORMATS else report
         try:
-            for written in write_report(fmt, report, path):
+            for written in write_report(fmt, payload, path):
                 messages.append(f"{fmt} report: {written}")
         except OSError as e:  # one unwritable report must not cost the others or the thresholds
             failures.append(f"nl2sql: {e}")

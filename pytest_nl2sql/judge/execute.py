@@ -7,6 +7,8 @@ The plugin's items and the Python API (`eval_exec_match`, `evaluate_predictions`
 from __future__ import annotations
 
 import csv
+import dataclasses
+import time
 import datetime
 import re
 from collections.abc import Mapping, Sequence
@@ -192,10 +194,13 @@ def typed_cell(cell: str) -> Any:
 def execute_once_more_if_lost(engine: Engine, sql: str, limits: Limits) -> QueryResult:
     """Run a query; a lost connection (the engine re-opens it) is retried once. A second loss
     propagates as `ConnectionLost`: a fault of the run, never of the query."""
+    started = time.perf_counter()
     try:
-        return engine.execute(sql, limits)
+        result = engine.execute(sql, limits)
     except ConnectionLost:
-        return engine.execute(sql, limits)
+        started = time.perf_counter()
+        result = engine.execute(sql, limits)
+    return dataclasses.replace(result, seconds=time.perf_counter() - started)
 
 
 def judge(

@@ -12,6 +12,7 @@ prediction in its call: `prepare` (database, hardness, gold) and `finish` (predi
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,15 @@ from pytest_nl2sql.engines.url import EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import Baseline, classify
 from pytest_nl2sql.judge import explain
 from pytest_nl2sql.judge.compare import CompareOptions
-from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, ResultFileError, judge, judge_result, read_result_csv, run_gold
+from pytest_nl2sql.judge.execute import (
+    GoldError, GoldOutcome, Judgement, ResultFileError, execute_once_more_if_lost, judge, judge_result, read_result_csv,
+    run_gold, to_engine_sql,
+)
 from pytest_nl2sql.judge.nearmiss import near_miss
 from pytest_nl2sql.judge.predict import Hook, PredictionOutcome, PredictionRequest, PredictionSource, Predictor
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics import termselection
+from pytest_nl2sql.metrics.efficiency import Efficiency, measure
 from pytest_nl2sql.metrics.soft import ColumnNamer, SoftScores, ValueRule, best_soft_scores
 from pytest_nl2sql.vocab import BaselineStatus, Kind, NearMiss, Verdict
 
@@ -199,6 +204,7 @@ class Pipeline:
         predicted_sql = None if result_file else (prediction.value if isinstance(prediction.value, str) else _plain(prediction.value))
         exact = self._exact_match(case, predicted_sql) if judgement.verdict is not Verdict.PREDICTOR_ERROR else None
         soft, near = self._soft_scores(case, judgement, gold), self._near_miss(case, judgement, gold)
+        efficiency = self._efficiency(case, judgement, gold, engine) if judgement.verdict is Verdict.PASS else None
         result = self._result(
             case, label, prepared.hardness, judgement.verdict, predicted=predicted_sql, reason=judgement.reason,
             exact_match=exact.match if exact else None, partial=exact.partial if exact else None,
@@ -206,10 +212,31 @@ class Pipeline:
             diff=explain.diff_json(judgement, gold), extra=prediction.report_fields(),
             soft_scores=soft.to_json() if soft else None, near_miss=near.value if near else None,
             predicted_result=_shown_path(result_file.path, case) if result_file else None,
+            efficiency=efficiency.to_json() if efficiency else None,
         )
         result = self._with_baseline(result, case)
         text = None if result.passed else explain.failure_text(case, label.file, result, judgement, gold, self.options.verbosity)
         return CaseOutcome(result, _with_baseline_note(text, result), judgement, gold)
+
+    def _efficiency(self, case: Case, judgement: Judgement, gold: GoldOutcome, engine: Engine) -> Efficiency | None:
+        """The right prediction's time against its gold's (BIRD's R-VES); never part of the verdict."""
+        pred_result, gold_result = judgement.result, gold.results[judgement.gold_index]
+        if pred_result is None or pred_result.seconds is None or gold_result.seconds is None or not gold.queries:
+            return None
+        limits = self.options.limits
+
+        def timed(sql: str) -> Callable[[], float]:
+            repeat = iter(range(1, 1000))
+
+            def run() -> float:  # a comment makes each repeat new text: a result cache cannot answer it
+                try:
+                    return execute_once_more_if_lost(engine, f"{sql}\n-- nl2sql timing {next(repeat)}", limits).seconds or 0.0
+                except EngineError:
+                    return float("inf")
+            return run
+
+        gold_sql = to_engine_sql(gold.queries[judgement.gold_index], case.written_in, engine)
+        return measure(gold_result.seconds, pred_result.seconds, timed(gold_sql), timed(judgement.executed or ""))
 
     def _judgement(self, case: Case, prediction: PredictionOutcome, engine: Engine, gold: GoldOutcome) -> Judgement:
         if prediction.error is not None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pytest_nl2sql.gate.stats import percentile
+from pytest_nl2sql.metrics.efficiency import summarize_efficiency
 from pytest_nl2sql.metrics.termselection import aggregate_term_selection
 from pytest_nl2sql.metrics.soft import mean_scores
 from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, Kind, Verdict
@@ -80,6 +81,7 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
             if latencies else None
         ),
         "soft_scores": mean_scores(r.soft_scores for r in sql if not r.verdict.is_error),
+        "efficiency": summarize_efficiency((r.passed, r.efficiency) for r in sql if not r.verdict.is_error),
         "near_miss": _near_misses(sql),
         "baseline": None,
     }

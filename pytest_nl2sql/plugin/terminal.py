@@ -84,6 +84,11 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     near = {k: v for k, v in (summary.get("near_miss") or {}).items() if v}
     if near:
         lines.append("near misses (failing SQL cases): " + ", ".join(f"{k} {v}" for k, v in near.items()))
+    efficiency = summary.get("efficiency")
+    if efficiency:
+        lines.append(f"efficiency (BIRD's R-VES over judged SQL cases): {efficiency['r_ves']:.3f}; median slowdown of right "
+                     f"predictions {efficiency['median_slowdown']:.2f}x, {efficiency['slower_10x']} of {efficiency['timed']} "
+                     "ran 10x slower than their gold or worse")
     verdicts = summary.get("by_verdict") or {}
     if verdicts:
         lines.append("verdicts (all cases): " + ", ".join(f"{v} {n}" for v, n in verdicts.items()))

@@ -1,0 +1,75 @@
+"""Efficiency of right answers, as BIRD's R-VES scores it: a prediction that returns the gold's
+rows ten times slower than the gold is a finding even though it passes.
+
+Timings are noisy, so a verdict never depends on them, and a case whose first timing looks
+unusual (prediction more than twice as slow or fast as the gold) is timed `REPEATS` times and the
+medians are kept. Fast queries (both under `FLOOR_S`) are not worth the repeats: too short to tell.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+REPEATS = 3
+FLOOR_S = 0.001
+SLOW = 10.0  # a prediction this many times slower than its gold is counted in the summary
+
+# BIRD's reward by time ratio gold / prediction (the faster the prediction, the higher).
+_REWARDS = ((2.0, 1.25), (1.0, 1.0), (0.5, 0.75), (0.25, 0.5))
+_SLOWEST_REWARD = 0.25
+
+
+def reward(gold_s: float, predicted_s: float) -> float:
+    """R-VES reward of a correct prediction."""
+    ratio = gold_s / predicted_s if predicted_s > 0 else float("inf")
+    for bound, value in _REWARDS:
+        if ratio >= bound:
+            return value
+    return _SLOWEST_REWARD
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    gold_s: float
+    predicted_s: float
+    repeats: int  # how many timings each median is taken over
+
+    @property
+    def slowdown(self) -> float:
+        """How many times slower than the gold the prediction ran (below 1: faster)."""
+        return self.predicted_s / self.gold_s if self.gold_s > 0 else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gold_s": round(self.gold_s, 6), "predicted_s": round(self.predicted_s, 6),
+                "slowdown": round(self.slowdown, 3), "reward": reward(self.gold_s, self.predicted_s),
+                "repeats": self.repeats}
+
+
+def measure(gold_s: float, predicted_s: float, time_gold: Callable[[], float], time_predicted: Callable[[], float]) -> Efficiency:
+    """The efficiency of a right prediction from its first timings, repeated when they look unusual."""
+    unusual = not (0.5 <= (predicted_s / gold_s if gold_s > 0 else 1.0) <= 2.0)
+    if not unusual or max(gold_s, predicted_s) < FLOOR_S:
+        return Efficiency(gold_s, predicted_s, 1)
+    golds, predictions = [gold_s], [predicted_s]
+    for _ in range(REPEATS - 1):  # interleaved, so a burst of load hits both
+        golds.append(time_gold())
+        predictions.append(time_predicted())
+    return Efficiency(statistics.median(golds), statistics.median(predictions), REPEATS)
+
+
+def summarize_efficiency(cases: Iterable[tuple[bool, dict[str, Any] | None]]) -> dict[str, Any] | None:
+    """R-VES over judged SQL cases (`(passed, efficiency json)`): the mean reward, a wrong or
+    untimed case counting 0; and how many right predictions ran `SLOW` times slower than the gold."""
+    cases = list(cases)
+    timed = [e for passed, e in cases if passed and e]
+    if not timed:
+        return None
+    return {
+        "r_ves": sum(e["reward"] for e in timed) / len(cases),
+        "timed": len(timed),
+        "slower_10x": sum(1 for e in timed if e["slowdown"] >= SLOW),
+        "median_slowdown": statistics.median(e["slowdown"] for e in timed),
+    }
