@@ -73,3 +73,15 @@ def write_spider_suite(directory: Path, spider: Path, predictions: Path, name: s
     path.write_text(yaml.safe_dump({"source": {"format": "spider", "questions": str(spider / "dev.json"),
                                                "db_dir": str(spider / "database"), "predictions": str(predictions)}}))
     return path
+
+
+TIMINGS = ("latency", "execution_time", "run")  # what differs between any two runs of the same cases
+
+
+def without_timings(report: dict[str, Any]) -> dict[str, Any]:
+    """A JSON report without what depends on when and how fast it ran: two runs of the same cases
+    (with and without xdist, sharded or not, concurrent or not) must agree on the rest."""
+    return {
+        "summary": {k: v for k, v in report["summary"].items() if k not in TIMINGS},
+        "items": [{k: v for k, v in item.items() if k not in TIMINGS} for item in report["items"]],
+    }

@@ -43,5 +43,5 @@ def test_a_slow_right_prediction_is_a_finding_not_a_failure(pytester: pytest.Pyt
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["efficiency (BIRD's R-VES over judged SQL cases): *1 of 2 ran 10x slower than their gold or worse"])
     items = {i["id"]: i for i in read_report(pytester.path / "r.json")["items"]}
-    assert items["slow"]["efficiency"]["slowdown"] >= 10 and items["slow"]["efficiency"]["reward"] == 0.25
-    assert items["slow"]["efficiency"]["repeats"] == REPEATS
+    assert items["slow"]["execution_time"]["slowdown"] >= 10 and items["slow"]["execution_time"]["reward"] == 0.25
+    assert items["slow"]["execution_time"]["repeats"] == REPEATS

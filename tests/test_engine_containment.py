@@ -363,3 +363,33 @@ def test_every_error_is_an_engine_error(sqlite_engine: SqliteEngine) -> None:
     for sql in ("", "SELEC 1", "SELECT 1; SELECT 2", PRINTF_ATTACKS[0]):
         with pytest.raises(EngineError):
             sqlite_engine.execute(sql, Limits(timeout=0.3))
+
+
+def test_a_forked_process_starts_its_own_worker(sqlite_engine: SqliteEngine) -> None:
+    """After fork (multiprocessing's default start on Linux) the child process must not talk to
+    its parent's worker: both would read the same pipe."""
+    parent_pid = sqlite_engine._worker.info()["pid"]
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the forked process
+        try:
+            rows = sqlite_engine.execute(FRESH, ONE_SECOND).rows
+            os.write(write_end, f"{rows == ORIGINAL} {sqlite_engine._worker.pid}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as report:
+        ok, worker_pid = report.read().split()
+    os.waitpid(child, 0)
+    assert ok == "True" and int(worker_pid) != parent_pid
+    assert sqlite_engine._worker.info()["pid"] == parent_pid
+    assert sqlite_engine.execute(FRESH, ONE_SECOND).rows == ORIGINAL
+
+
+def test_a_closed_duckdb_engine_says_so(duck_db: Path) -> None:
+    engine = open_engine(f"duckdb:///{duck_db}")
+    pid = engine._worker.pid
+    engine.close()
+    assert _gone(pid)
+    with pytest.raises(EngineError, match="closed"):
+        engine.execute("SELECT 1", ONE_SECOND)

@@ -255,20 +255,21 @@ def test_predictor_hook_record_and_replay(shop: pytest.Pytester) -> None:
                                "predictions recorded: *rec.jsonl (*)"])
     records = {r["id"]: r for r in map(json.loads, (shop.path / "rec.jsonl").read_text().splitlines())}
     assert records["count"]["predicted"] == "SELECT count(*) FROM item" and records["count"]["file"] == "shop.nl2sql.yaml"
-    assert len(records["count"]["key"]) >= 16 and "swap" not in records  # only what the hook answered
+    assert len(records["count"]["key"]) >= 16
+    assert records["swap"] == {"id": "swap", "file": "shop.nl2sql.yaml", "key": records["swap"]["key"], "no_answer": True}
 
     # replay: a recording answers before the hook, so the model is not called for what it recorded
     shop.makeconftest("def pytest_nl2sql_predict(case):\n    raise RuntimeError('the model was called for ' + case.id)\n")
     replay = shop.runpytest("--nl2sql-predictions=rec.jsonl", "--nl2sql-report=json:replay.json")
-    replay.assert_outcomes(passed=1, failed=3)
+    replay.assert_outcomes(passed=2, failed=2)
     replayed = {i["id"]: i for i in read_report(shop.path / "replay.json")["items"]}
-    for case_id in ("count", "cheap", "typo"):
+    for case_id in ("count", "swap", "cheap", "typo"):
         assert replayed[case_id]["verdict"] == items[case_id]["verdict"]
         assert replayed[case_id]["predicted"] == items[case_id]["predicted"]
         assert replayed[case_id]["latency"] is None
     assert replayed["typo"]["reason"] == "RuntimeError: model down"  # the recorded failure, replayed
-    # nothing was recorded for `swap` (the hook returned None), so the hook is asked again
-    assert replayed["swap"]["reason"] == "RuntimeError: the model was called for swap"
+    # the hook answered nothing for `swap`: recorded as such, so it is not asked again (the case's own prediction stands)
+    assert "the model was called" not in replay.stdout.str()
     (shop.path / "conftest.py").unlink()
 
     # a recorded answer to a question that has changed since is stale, not silently reused

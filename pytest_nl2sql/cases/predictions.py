@@ -40,6 +40,7 @@ class Prediction:
     value: Any  # SQL text, or a term selection
     key: str | None = None  # hash of question + schema when recorded from a predictor
     error: str | None = None  # the predictor raised when this was recorded: replayed as predictor_error
+    no_answer: bool = False  # the predictor answered nothing when this was recorded: not asked again
 
 
 class PredictionsFileError(ValueError):
@@ -160,7 +161,7 @@ def load_predictions(path: Path) -> PredictionStore:
             value = record["selection"]
         elif "predicted" in record:
             value = record["predicted"]
-        elif "error" in record:
+        elif "error" in record or record.get("no_answer") is True:
             value = None
         else:
             raise PredictionsFileError(path, number, "each line needs \"predicted\" (SQL) or \"selection\" (terms)")
@@ -168,7 +169,8 @@ def load_predictions(path: Path) -> PredictionStore:
         if file is not None and not isinstance(file, str):
             raise PredictionsFileError(path, number, f"\"file\" must be a string, not {type(file).__name__}")
         case_id = str(record["id"])
-        by_id.setdefault(case_id, []).append((file, Prediction(value, record.get("key"), record.get("error"))))
+        prediction = Prediction(value, record.get("key"), record.get("error"), no_answer=record.get("no_answer") is True)
+        by_id.setdefault(case_id, []).append((file, prediction))
         records.append(PredictionRecord(number, case_id, file))
     return PredictionStore(path=path, by_id={k: tuple(v) for k, v in by_id.items()}, records=tuple(records))
 

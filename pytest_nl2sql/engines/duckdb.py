@@ -64,10 +64,15 @@ class DuckdbEngine:
             raise
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
-        return self._worker.query(self._handle, sql, limits).result
+        return self._worker.query(self._live_handle(), sql, limits).result
+
+    def _live_handle(self) -> int:
+        if not self._finalizer.alive:
+            raise DatabaseMissing(f"the engine for {self.path} is closed")
+        return self._handle
 
     def _read(self, sql: str) -> list[tuple[Any, ...]]:
-        return self._worker.read(self._handle, sql)
+        return self._worker.read(self._live_handle(), sql)
 
     def schema_ddl(self) -> str:
         rows = self._read(

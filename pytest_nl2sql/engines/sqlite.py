@@ -139,6 +139,7 @@ class _DataVersion:
             self._conn: sqlite3.Connection | None = sqlite3.connect(
                 sqlite_uri(path), uri=True, check_same_thread=False
             )
+            self._cursor = self._conn.cursor()
         except sqlite3.Error:
             self._conn = None
 
@@ -149,7 +150,7 @@ class _DataVersion:
         try:
             stat = os.stat(self._path)
             with self._lock:
-                (version,) = self._conn.execute("PRAGMA data_version").fetchone()
+                (version,) = self._cursor.execute("PRAGMA data_version").fetchone()
         except (OSError, sqlite3.Error):
             return None
         return (stat.st_dev, stat.st_ino, version)

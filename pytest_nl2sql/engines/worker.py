@@ -445,6 +445,19 @@ def shared_worker(kind: str, address_space: int, **options: Any) -> Worker:
         return worker
 
 
+def _after_fork_in_child() -> None:
+    """A forked process starts its own children: the inherited ones (and any lock a thread of
+    the parent held at the fork) are the parent's."""
+    global _SHARED_LOCK
+    _SHARED_LOCK = threading.Lock()
+    for worker in list(_LIVE):
+        worker._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 @atexit.register
 def _shutdown_all() -> None:
     """Close every worker's stdin first, so that they all exit at once, then reap them."""

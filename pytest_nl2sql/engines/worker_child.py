@@ -9,8 +9,8 @@ that the parent kills when it overruns its deadline, and whose address space is 
 (`RLIMIT_AS`) so that a query's memory ends in an error instead of exhausting the machine.
 
 Run as a script, `python worker_child.py KIND ADDRESS_SPACE_BYTES`; it imports only the standard
-library at start (DuckDB's child adds `duckdb` and `base.py` when it opens its database), so it
-starts in ~20 ms. It reads requests from stdin and writes replies to stdout, each a `marshal`
+library at start (DuckDB's child adds `duckdb` when it opens its database, and `base.py` for the
+first value that is not a plain int, float, str or bytes), so it starts in ~20 ms. It reads requests from stdin and writes replies to stdout, each a `marshal`
 dump behind an 8-byte length (plain values only: marshal is faster than pickle, and loading it
 runs no code, should a query ever take over this process); every request gets exactly one reply:
 

@@ -102,7 +102,8 @@ def _update_baseline(gate: Gate, results: Sequence[CaseResult], report: dict[str
 
 
 def _record(path: Path, results: Sequence[CaseResult], messages: list[str], failures: list[str]) -> None:
-    records = [_record_of(r) for r in results if r.extra.get("prediction_source") == "hook"]
+    records = [_record_of(r) for r in results
+               if r.extra.get("prediction_source") == "hook" or r.extra.get("hook_answered") is False]
     kept = _earlier_records(path, {(r.file, r.id) for r in results})
     try:
         atomic_write_text(path, record_lines(records + kept), errors="backslashreplace", what="the predictions record")
@@ -113,6 +114,8 @@ def _record(path: Path, results: Sequence[CaseResult], messages: list[str], fail
 
 def _record_of(result: CaseResult) -> dict[str, Any]:
     record = {"id": result.id, "file": result.file, "key": result.extra.get("key")}
+    if result.extra.get("hook_answered") is False:  # replayed without asking the hook again
+        return {**record, "no_answer": True}
     if "error" in result.extra:  # the predictor raised: replayed as predictor_error
         return {**record, "error": result.extra["error"]}
     key = "selection" if result.kind.value == "term_selection" else "predicted"

@@ -212,7 +212,7 @@ class Pipeline:
             diff=explain.diff_json(judgement, gold), extra=prediction.report_fields(),
             soft_scores=soft.to_json() if soft else None, near_miss=near.value if near else None,
             predicted_result=_shown_path(result_file.path, case) if result_file else None,
-            efficiency=efficiency.to_json() if efficiency else None,
+            execution_time=efficiency.to_json() if efficiency else None,
         )
         result = self._with_baseline(result, case)
         text = None if result.passed else explain.failure_text(case, label.file, result, judgement, gold, self.options.verbosity)

@@ -9,6 +9,7 @@ that would give the answer away.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import os
 import time
@@ -75,12 +76,15 @@ class PredictionOutcome:
     traceback: str | None = None  # its traceback, from the user's hook down (for the failure text)
     stale: bool = False  # a recorded prediction whose question or schema has changed
     key: str | None = None
+    hook_silent: bool = False  # the hook answered nothing (recorded, so a replay does not ask again)
 
     def report_fields(self) -> dict[str, Any]:
         """What a case result keeps of its prediction's provenance (`--nl2sql-record` reads it)."""
         extra: dict[str, Any] = {"prediction_source": self.source}
-        if self.source == PredictionSource.HOOK and self.key:
+        if (self.source == PredictionSource.HOOK or self.hook_silent) and self.key:
             extra["key"] = self.key
+        if self.hook_silent:
+            extra["hook_answered"] = False
         if self.error is not None:
             extra["error"] = self.error
             if self.traceback:
@@ -89,6 +93,7 @@ class PredictionOutcome:
 
 
 Hook = Callable[[PredictionRequest], Any]
+NO_PREDICTOR: Any = type("NoPredictor", (), {"__repr__": lambda self: "NO_PREDICTOR"})()  # a hook with no implementation
 
 
 @dataclass(frozen=True)
@@ -106,12 +111,21 @@ class Predictor:
     def predict(self, case: Case, request: PredictionRequest, file_names: tuple[str, ...]) -> PredictionOutcome:
         stored = self.store.lookup(case.id, case.position, file_names) if self.store else None
         key = request.key
-        if stored is not None and stored.key is not None and stored.key == key:
+        replay = stored is not None and stored.key is not None and stored.key == key
+        if replay and not stored.no_answer:
             return PredictionOutcome(stored.value, PredictionSource.FILE, error=stored.error)
-        if self.hook is not None:
+        silent = replay  # recorded: the hook answered nothing to this very request; it is not asked again
+        if self.hook is not None and not replay:
             outcome = self.ask(request)
-            if outcome.value is not None or outcome.error is not None:
+            if outcome.value is not None and outcome.value is not NO_PREDICTOR or outcome.error is not None:
                 return outcome
+            silent = outcome.value is not NO_PREDICTOR
+        fallback = self._fallback(case, None if replay else stored)
+        return dataclasses.replace(fallback, hook_silent=True, key=key) if silent else fallback
+
+    @staticmethod
+    def _fallback(case: Case, stored: Any) -> PredictionOutcome:
+        """Where a prediction comes from when the hook gives none: the file, then the case."""
         if stored is not None:
             return PredictionOutcome(stored.value, PredictionSource.FILE, stale=stored.key is not None)
         if case.predicted is not None:

@@ -37,7 +37,7 @@ class CaseResult:
     latency: float | None = None  # seconds the predictor hook took
     diff: dict[str, Any] | None = None  # column pairing and rows missing / unexpected
     soft_scores: dict[str, float] | None = None  # SQL cases whose prediction ran (metrics/soft.py)
-    efficiency: dict[str, Any] | None = None  # right predictions: timings against the gold (metrics/efficiency.py)
+    execution_time: dict[str, Any] | None = None  # right predictions: timings against the gold (metrics/efficiency.py)
     near_miss: str | None = None  # a mismatch's near miss (vocab.NearMiss), if it has one
     predicted_result: str | None = None  # the CSV file given as the prediction, instead of SQL
     extra: dict[str, Any] = field(default_factory=dict)
@@ -68,7 +68,7 @@ class CaseResult:
             "term_selection": self.term_selection,
             "baseline": self.baseline,
             "soft_scores": self.soft_scores,
-            "efficiency": self.efficiency,
+            "execution_time": self.execution_time,
             "near_miss": self.near_miss,
             "predicted_result": self.predicted_result,
             "kind": self.kind.value,
@@ -104,7 +104,7 @@ class CaseResult:
             latency=data.get("latency"),
             diff=data.get("diff"),
             soft_scores=data.get("soft_scores"),
-            efficiency=data.get("efficiency"),
+            execution_time=data.get("execution_time"),
             near_miss=data.get("near_miss"),
             predicted_result=data.get("predicted_result"),
             extra=data.get("extra") or {},

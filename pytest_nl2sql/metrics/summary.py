@@ -81,7 +81,7 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
             if latencies else None
         ),
         "soft_scores": mean_scores(r.soft_scores for r in sql if not r.verdict.is_error),
-        "efficiency": summarize_efficiency((r.passed, r.efficiency) for r in sql if not r.verdict.is_error),
+        "execution_time": summarize_efficiency((r.passed, r.execution_time) for r in sql if not r.verdict.is_error),
         "near_miss": _near_misses(sql),
         "baseline": None,
     }

@@ -14,6 +14,7 @@ from pytest_nl2sql.cases.predictions import load_predictions
 from pytest_nl2sql.engines.base import Limits
 from pytest_nl2sql.gate.baseline import load_baseline
 from pytest_nl2sql.judge.pipeline import Pipeline, RunOptions
+from pytest_nl2sql.judge.predict import NO_PREDICTOR
 from pytest_nl2sql.metrics.soft import parse_synonym_lines
 from pytest_nl2sql.reports import default_path
 from pytest_nl2sql.vocab import REPORT_FORMATS
@@ -183,5 +184,9 @@ def make_pipeline(settings: Settings, config: Any) -> Pipeline:
         limits=settings.limits, spider_compat=settings.spider_compat, dsn=settings.dsn, db_dir=settings.db_dir,
         fingerprints=settings.baseline is not None, verbosity=config.get_verbosity(), synonyms=settings.synonyms,
     )
-    hook = config.hook.pytest_nl2sql_predict
-    return Pipeline(options, hook=lambda request: hook(case=request), predictions=predictions, baseline=baseline)
+    caller = config.hook.pytest_nl2sql_predict
+
+    def hook(request: Any) -> Any:  # conftest files load during collection: look for a model when asked
+        return caller(case=request) if caller.get_hookimpls() else NO_PREDICTOR
+
+    return Pipeline(options, hook=hook, predictions=predictions, baseline=baseline)

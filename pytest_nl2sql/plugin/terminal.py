@@ -84,7 +84,7 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     near = {k: v for k, v in (summary.get("near_miss") or {}).items() if v}
     if near:
         lines.append("near misses (failing SQL cases): " + ", ".join(f"{k} {v}" for k, v in near.items()))
-    efficiency = summary.get("efficiency")
+    efficiency = summary.get("execution_time")
     if efficiency:
         lines.append(f"efficiency (BIRD's R-VES over judged SQL cases): {efficiency['r_ves']:.3f}; median slowdown of right "
                      f"predictions {efficiency['median_slowdown']:.2f}x, {efficiency['slower_10x']} of {efficiency['timed']} "

@@ -3,12 +3,20 @@
 It is rendered from the JSON report's dict (so it can never disagree with it), puts what a
 reviewer acts on first (the headline, regressions, fixes), and folds long lists into
 `<details>`. On GitHub Actions it is also appended to `$GITHUB_STEP_SUMMARY`.
+
+With `--nl2sql-history`, the report dict also holds `history`: the history's entries, oldest first,
+the current run last (`{"run": {...}, "summary": {...}}`, as `gate.run.read_history` reads them).
+The "Trend" section shows the last MAX_TREND_RUNS of them; `trend()` turns the entries into rows,
+forgiving missing fields and non-numeric values, and the xlsx writer reads them the same way.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -25,6 +33,13 @@ MAX_BUCKETS = 50  # rows of a tag or database table: past it, the worst are show
 FOLD_BUCKETS = 12  # bucket tables longer than this are folded
 ENCODING_ERRORS = "backslashreplace"  # a lone surrogate as the text `\\ud800`, not a crash
 GOLD_ERROR = Verdict.GOLD_ERROR.value
+MAX_TREND_RUNS = 20  # rows of the trend table: the most recent runs of the history
+MAX_TREND_BUCKETS = 10  # hardness columns of the trend table (known levels first)
+MAX_TREND_TEXT = 40  # characters of a run's label in the trend table
+SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
+SPARK_MISSING = "·"  # a run without an accuracy
+MIN_SPARK_SPAN = 0.10  # the sparkline's scale spans at least 10 points, so noise stays small
+INCOMPLETE_MARK = "⚠"
 
 
 def write_markdown(
@@ -58,6 +73,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         _other_metrics(summary, items),
         _errors(items),
         _baseline(summary.get("baseline")),
+        _trend_section(report),
         _buckets("hardness", summary.get("by_hardness"), _hardness_order),
         _buckets("tag", summary.get("by_tag"), sorted),
         _buckets("database", summary.get("by_database"), sorted),
@@ -260,6 +276,163 @@ def _failures(items: Sequence[Mapping[str, Any]], with_baseline: bool) -> str:
         rows.append(f"\n… and {len(failed) - MAX_FAILURES} more (see the JSON report).")
     body = "\n".join(rows)
     return f"<details><summary>Failures ({len(failed)})</summary>\n\n{body}\n\n</details>"
+
+
+# --- trend over the history ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrendRun:
+    """One run of the history, as the trend shows it; None wherever the entry has no usable value."""
+
+    number: int  # position in the history, from 1 (oldest)
+    started: str  # "YYYY-MM-DD HH:MM" in UTC, or the entry's text as it is, or ""
+    label: str | None
+    commit: str | None  # the first 8 characters of the hash, with "+dirty" when the tree was changed
+    complete: bool | None  # None when the entry does not say
+    current: bool  # the run this report is about
+    accuracy: float | None
+    by_hardness: Mapping[str, float | None]
+
+
+@dataclass(frozen=True)
+class Trend:
+    runs: list[TrendRun]  # the last `limit` runs, oldest first
+    hardness: list[str]  # the hardness labels of those runs, in vocabulary order
+    total: int  # runs in the history
+
+
+def trend(report: Mapping[str, Any], limit: int = MAX_TREND_RUNS) -> Trend | None:
+    """The trend of `report["history"]` (None when the report has no history or it is empty).
+
+    Entries that are not mappings are skipped; a missing or non-numeric accuracy is None (an
+    accuracy is a finite number in [0, 1]; without one, `passed / (total - errors)` when those
+    counts are there). The last entry is the current run when its `started` is the report's.
+    """
+    history = report.get("history")
+    if not isinstance(history, Sequence) or isinstance(history, (str, bytes)):
+        return None
+    entries = [e for e in history if isinstance(e, Mapping)]
+    if not entries:
+        return None
+    this_run = report.get("run")
+    this_started = this_run.get("started") if isinstance(this_run, Mapping) else None
+    first = max(len(entries) - max(limit, 1), 0)
+    runs = []
+    for number, entry in enumerate(entries[first:], start=first + 1):
+        run = entry.get("run") if isinstance(entry.get("run"), Mapping) else {}
+        summary = entry.get("summary") if isinstance(entry.get("summary"), Mapping) else {}
+        buckets = summary.get("by_hardness") if isinstance(summary.get("by_hardness"), Mapping) else {}
+        started = run.get("started")
+        complete = run.get("complete")
+        runs.append(TrendRun(
+            number=number,
+            started=_started_text(started),
+            label=_trend_text(run.get("label")),
+            commit=_short_commit(run.get("git_commit")),
+            complete=complete if isinstance(complete, bool) else None,
+            current=number == len(entries) and this_started is not None and started == this_started,
+            accuracy=_accuracy(summary),
+            by_hardness={str(name): _accuracy(b) for name, b in buckets.items() if isinstance(b, Mapping)},
+        ))
+    labels = sorted({name for run in runs for name in run.by_hardness}, key=hardness_sort_key)
+    return Trend(runs, labels[:MAX_TREND_BUCKETS], len(entries))
+
+
+def _fraction(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value <= 1 else None
+
+
+def _accuracy(bucket: Mapping[str, Any]) -> float | None:
+    accuracy = _fraction(bucket.get("accuracy"))
+    if accuracy is not None or "accuracy" in bucket and bucket["accuracy"] is None:
+        return accuracy  # an explicit null: nothing was judged
+    passed, total, errors = (bucket.get(k) for k in ("passed", "total", "errors"))
+    errors = 0 if errors is None else errors
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (passed, total, errors)):
+        return None
+    judged = total - errors
+    return passed / judged if judged > 0 and 0 <= passed <= judged else None
+
+
+def _started_text(value: Any) -> str:
+    """An ISO 8601 time as "YYYY-MM-DD HH:MM" in UTC (one without an offset is taken as UTC)."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        moment = _dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        return _trend_text(value) or ""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(_dt.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def _short_commit(value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    head, _, rest = value.strip().partition("+")
+    return _trend_text(head[:8] + ("+" + rest if rest else ""))
+
+
+def _trend_text(value: Any) -> str | None:
+    if value is None or isinstance(value, (Mapping, list)):
+        return None
+    text = " ".join(str(value)[: 4 * MAX_TREND_TEXT].split())
+    if not text:
+        return None
+    return text if len(text) <= MAX_TREND_TEXT else text[: MAX_TREND_TEXT - 1] + "…"
+
+
+def sparkline(values: Sequence[float | None]) -> str:
+    """One block per value, scaled to the values' range (at least MIN_SPARK_SPAN wide, within
+    [0, 1]); a missing value is SPARK_MISSING."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return SPARK_MISSING * len(values)
+    low, high = min(known), max(known)
+    if high - low < MIN_SPARK_SPAN:
+        low = min(max((low + high - MIN_SPARK_SPAN) / 2, 0.0), 1.0 - MIN_SPARK_SPAN)
+        high = low + MIN_SPARK_SPAN
+    top = len(SPARK_BLOCKS) - 1
+    return "".join(
+        SPARK_MISSING if v is None else SPARK_BLOCKS[min(max(round((v - low) / (high - low) * top), 0), top)]
+        for v in values
+    )
+
+
+def _trend_section(report: Mapping[str, Any]) -> str:
+    shown = trend(report)
+    if shown is None:
+        return ""
+    runs = shown.runs
+    accuracies = [run.accuracy for run in runs]
+    known = [a for a in accuracies if a is not None]
+    span = f"the last {len(runs)} of {shown.total} runs" if shown.total > len(runs) else _plural(len(runs), "run")
+    line = f"Accuracy over {span} (oldest first): `{sparkline(accuracies)}`"
+    if known:
+        line += f" {_percent(known[0])} → {_percent(known[-1])}"
+        if len(known) > 2:
+            line += f" (lowest {_percent(min(known))}, highest {_percent(max(known))})"
+        line += "."
+    header = "| run | started (UTC) | label | commit | accuracy |" + "".join(f" {_cell(h)} |" for h in shown.hardness)
+    rows = [header, "|--:|---|---|---|--:|" + "--:|" * len(shown.hardness)]
+    for run in runs:
+        number = f"**{run.number}**" if run.current else str(run.number)
+        started = _cell(run.started) + (" (this run)" if run.current else "")
+        accuracy = _percent(run.accuracy) + (f" {INCOMPLETE_MARK}" if run.complete is False else "")
+        cells = [number, started, _cell(run.label), _code(run.commit, in_table=True) if run.commit else "", accuracy]
+        cells += [_percent(run.by_hardness.get(h)) if h in run.by_hardness else "" for h in shown.hardness]
+        rows.append("| " + " | ".join(cells) + " |")
+    table = "\n".join(rows)
+    notes = []
+    if any(run.complete is False for run in runs):
+        notes.append(f"{INCOMPLETE_MARK} an incomplete run (interrupted): its accuracy counts only the cases judged before it stopped.")
+    if len(runs) > FOLD_BUCKETS:
+        table = f"<details><summary>The {len(runs)} runs</summary>\n\n{table}\n\n</details>"
+    return "\n\n".join(["#### Trend", line, table, *notes])
 
 
 # --- formatting -------------------------------------------------------------------------------

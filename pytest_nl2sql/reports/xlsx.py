@@ -3,8 +3,9 @@
 Sheets: **Overview** (a row per case, including the term-selection columns of spec `002`),
 **Statistics** (execution accuracy overall and per hardness, tag and database, exact match,
 Spider partial scores, "Data Query Metrics", and a bar chart of accuracy per hardness),
-**Failures** (every case that did not pass, with its row diff), and, with a baseline,
-**Regressions and fixes**. Everything shown comes from the report dict, so the workbook always
+**Trend** (with `--nl2sql-history`: accuracy overall and per hardness over the history's last
+MAX_TREND_RUNS runs, and a line chart of them), **Failures** (every case that did not pass, with
+its row diff), and, with a baseline, **Regressions and fixes**. Everything shown comes from the report dict, so the workbook always
 agrees with the JSON report.
 
 Cells hold untrusted text (predictions): text starting with `=` is stored as text, never as a
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from copy import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -26,8 +28,11 @@ from typing import Any
 
 from openpyxl import Workbook
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
-from openpyxl.chart import BarChart, Reference
+from openpyxl.chart import BarChart, LineChart, Reference
+from openpyxl.chart.data_source import AxDataSource, StrRef
 from openpyxl.chart.label import DataLabelList
+from openpyxl.chart.marker import Marker
+from openpyxl.chart.shapes import GraphicalProperties
 from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
@@ -35,10 +40,12 @@ from openpyxl.worksheet.worksheet import Worksheet
 from pytest_nl2sql.files import atomic_open
 from pytest_nl2sql.metrics.termselection import details_text
 from pytest_nl2sql.reports import ReportWriteError, register
+from pytest_nl2sql.reports.md import Trend, trend
 from pytest_nl2sql.vocab import BaselineStatus, Verdict, hardness_sort_key
 
 OVERVIEW = "Overview"
 STATISTICS = "Statistics"
+TREND = "Trend"
 FAILURES = "Failures"
 CHANGES = "Regressions and fixes"
 
@@ -49,6 +56,7 @@ MAX_ROW_LINES = 20  # tallest row, in lines of text, so one huge cell cannot hid
 LINE_HEIGHT = 15.0  # points per line of 11pt text
 PAGE_CHARS = 170  # characters of column width printed on one landscape page, at a legible scale
 MAX_FIT_WIDTH = 60  # a column that does not wrap grows to its longest value, up to this width
+MAX_TREND_RUNS = 100  # rows of the Trend sheet (and points of its chart): the most recent runs
 
 _HEADER_FILL = PatternFill("solid", fgColor="305496")
 _FONT = "Calibri"  # named, so LibreOffice does not fall back to a serif face
@@ -184,7 +192,7 @@ def _write_table(ws: Worksheet, columns: Sequence[Column], rows: Iterable[Mappin
     """
     widths = [column.width for column in columns]
     for c, column in enumerate(columns, start=1):
-        cell = ws.cell(row=1, column=c, value=column.header)
+        cell = _put(ws, 1, c, column.header)  # a hardness label is data, never a formula
         cell.fill, cell.font = _HEADER_FILL, _HEADER_FONT
         cell.alignment = Alignment(vertical="center", wrap_text=True, horizontal="center" if column.centred else None)
     ws.row_dimensions[1].height = 2 * LINE_HEIGHT
@@ -556,6 +564,121 @@ def _hardness_chart(ws: Worksheet, first: int, last: int) -> None:
     ws.add_chart(chart, "G2")
 
 
+# --------------------------------------------------------------------------- trend
+
+
+def _trend_columns(shown: Trend) -> list[Column]:
+    """run, started, label, commit, complete, accuracy, then one accuracy column per hardness level."""
+    def bucket(name: str) -> Callable[[Mapping[str, Any]], Any]:
+        return lambda r: r["run"].by_hardness.get(name)
+
+    def complete(r: Mapping[str, Any]) -> str:
+        return {True: "yes", False: "no"}.get(r["run"].complete, "?")
+
+    return [
+        Column("run", 6, lambda r: r["run"].number, centred=True),
+        Column("started (UTC)", 17, lambda r: r["run"].started),
+        Column("label", 16, lambda r: r["run"].label),
+        Column("git commit", 11, lambda r: r["run"].commit),
+        Column("complete", 10, complete, centred=True,
+               style=lambda r: _WARN if r["run"].complete is False else None),
+        Column("accuracy", 10, lambda r: r["run"].accuracy, number_format=PERCENT,
+               style=lambda r: _WARN if r["run"].complete is False else None),
+        *(Column(name, 10, bucket(name), number_format=PERCENT) for name in shown.hardness),
+    ]
+
+
+TREND_ACCURACY_COLUMN = 6  # the column of "accuracy" in the Trend sheet; the hardness columns follow
+ACCURACY_COLOUR = "1F3864"
+INCOMPLETE_COLOUR = "C00000"
+
+
+def _write_trend(ws: Worksheet, shown: Trend) -> None:
+    """The table (a run without a value has an empty cell, a gap in the chart), notes, and a line
+    chart of accuracy and each hardness level over the runs."""
+    columns = _trend_columns(shown)
+    _write_table(ws, columns, ({"run": run} for run in shown.runs))
+    last = len(shown.runs) + 1
+    for run_row, run in enumerate(shown.runs, start=2):
+        if run.current:  # the run this report is about, in bold
+            for c in range(1, len(columns) + 1):
+                font = copy(ws.cell(row=run_row, column=c).font)
+                font.b = True
+                ws.cell(row=run_row, column=c).font = font
+    incomplete_col = None
+    if any(run.complete is False for run in shown.runs):
+        # a hidden column, the accuracy of the incomplete runs only: the chart's red diamonds
+        # (a series of its own, since LibreOffice draws a data point's marker in the line's colour)
+        incomplete_col = len(columns) + 1
+        _put(ws, 1, incomplete_col, INCOMPLETE_SERIES)
+        for run_row, run in enumerate(shown.runs, start=2):
+            if run.complete is False:
+                _put(ws, run_row, incomplete_col, run.accuracy, PERCENT)
+        ws.column_dimensions[get_column_letter(incomplete_col)].hidden = True
+    notes = []
+    if shown.total > len(shown.runs):
+        notes.append(f"The last {len(shown.runs)} of {shown.total} runs in the history.")
+    if any(run.current for run in shown.runs):
+        notes.append("In bold: this run.")
+    if incomplete_col is not None:
+        notes.append("complete = no: the run was interrupted (Ctrl-C, -x); its accuracy counts only the "
+                     "cases judged before it stopped (a red diamond in the chart).")
+    for n, text in enumerate(notes):
+        _put(ws, last + 2 + n, 1, text).font = Font(name=_FONT, italic=True)
+    _trend_chart(ws, shown, last, incomplete_col, f"{get_column_letter(len(columns) + 3)}2")
+
+
+INCOMPLETE_SERIES = "incomplete run"
+
+
+def _trend_chart(ws: Worksheet, shown: Trend, last: int, incomplete_col: int | None, anchor: str) -> None:
+    chart = LineChart()
+    chart.title = "Execution accuracy over runs"
+    chart.y_axis.title = "accuracy"
+    chart.y_axis.scaling.min = 0
+    chart.y_axis.scaling.max = 1
+    chart.y_axis.majorUnit = 0.2
+    chart.y_axis.numFmt = "0%"
+    # categories: the runs' labels when every run has one, else when they started
+    labelled = all(run.label for run in shown.runs)
+    chart.x_axis.title = "run (label)" if labelled else "run (started, UTC)"
+    chart.x_axis.delete = False  # openpyxl hides axes by default in recent Excel versions
+    chart.y_axis.delete = False
+    chart.legend.position = "b"
+    chart.visible_cells_only = False  # the incomplete runs' column is hidden
+    last_col = TREND_ACCURACY_COLUMN + len(shown.hardness)
+    chart.add_data(
+        Reference(ws, min_col=TREND_ACCURACY_COLUMN, max_col=last_col, min_row=1, max_row=last),
+        titles_from_data=True,
+    )
+    if incomplete_col is not None:
+        chart.add_data(Reference(ws, min_col=incomplete_col, min_row=1, max_row=last), titles_from_data=True)
+    categories = Reference(ws, min_col=3 if labelled else 2, min_row=2, max_row=last)
+    for n, series in enumerate(chart.series):
+        series.cat = AxDataSource(strRef=StrRef(f=str(categories)))  # text: set_categories says numRef
+        series.smooth = False
+        if n == 0:  # the overall accuracy: thick, dark blue
+            series.marker = Marker(symbol="circle", size=7, spPr=_marker_fill(ACCURACY_COLOUR))
+            series.graphicalProperties.line.width = 38100  # EMU: 3 pt
+            series.graphicalProperties.line.solidFill = ACCURACY_COLOUR
+        elif n <= len(shown.hardness):  # a hardness level: thin, dashed
+            series.marker = Marker(symbol="circle", size=5)
+            series.graphicalProperties.line.width = 15875  # 1.25 pt
+            series.graphicalProperties.line.dashStyle = "dash"
+        else:  # the incomplete runs: red diamonds over the accuracy line, no line
+            series.marker = Marker(symbol="diamond", size=11, spPr=_marker_fill(INCOMPLETE_COLOUR))
+            series.graphicalProperties.line.noFill = True
+    chart.height = 12  # cm: room for the plot under rotated labels and the legend
+    chart.width = max(18, min(40, 4 + 1.2 * len(shown.runs)))
+    ws.add_chart(chart, anchor)
+
+
+def _marker_fill(colour: str) -> GraphicalProperties:
+    properties = GraphicalProperties(solidFill=colour)
+    properties.line.solidFill = colour
+    return properties
+
+
 # --------------------------------------------------------------------------- workbook
 
 
@@ -592,6 +715,9 @@ def write_xlsx(report: Mapping[str, Any], path: Path) -> list[Path]:
     overview.title = OVERVIEW
     _write_table(overview, OVERVIEW_COLUMNS, items)
     _write_statistics(wb.create_sheet(STATISTICS), summary)
+    shown = trend(report, MAX_TREND_RUNS)
+    if shown is not None:
+        _write_trend(wb.create_sheet(TREND), shown)
     _write_table(wb.create_sheet(FAILURES), FAILURE_COLUMNS, [i for i in items if not i.get("passed")])
     changed = (BaselineStatus.REGRESSION.value, BaselineStatus.FIXED.value)
     if summary.get("baseline") or any(_plain(i.get("baseline")) in changed for i in items):
