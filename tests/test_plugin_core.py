@@ -50,7 +50,7 @@ def test_verdicts_outcomes_and_summary(shop: pytest.Pytester) -> None:
     assert item["database"] == "shop.sqlite"
     assert item["reason"] == "row count"
     assert item["tags"] == [] and report["items"][0]["tags"] == ["agg"]
-    assert s["by_tag"]["agg"] == {"total": 1, "passed": 1, "errors": 0, "accuracy": 1.0}
+    assert s["by_tag"]["agg"] == {"total": 1, "passed": 1, "errors": 0, "accuracy": 1.0, "accuracy_ci": [0.206549, 1.0]}
 
 
 def test_failure_explains_itself(shop: pytest.Pytester) -> None:

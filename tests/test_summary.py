@@ -35,8 +35,8 @@ def test_accuracy_leaves_errors_out_and_counts_them() -> None:
 def test_buckets_in_hardness_order_with_their_errors() -> None:
     s = summarize(RESULTS)
     assert list(s["by_hardness"]) == ["easy", "medium", "hard", "extra"]
-    assert s["by_hardness"]["easy"] == {"total": 2, "passed": 1, "errors": 1, "accuracy": 1.0}
-    assert s["by_tag"]["joins"] == {"total": 2, "passed": 1, "errors": 0, "accuracy": 0.5}
+    assert s["by_hardness"]["easy"] == {"total": 2, "passed": 1, "errors": 1, "accuracy": 1.0, "accuracy_ci": [0.206549, 1.0]}
+    assert s["by_tag"]["joins"] == {"total": 2, "passed": 1, "errors": 0, "accuracy": 0.5, "accuracy_ci": [0.094531, 0.905469]}
     assert s["by_database"]["b"]["accuracy"] == 0.5
 
 

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_nl2sql.gate.stats import percentile
+from pytest_nl2sql.gate.stats import percentile, wilson_interval
 from pytest_nl2sql.metrics.efficiency import summarize_efficiency
 from pytest_nl2sql.metrics.termselection import aggregate_term_selection
 from pytest_nl2sql.metrics.soft import mean_scores
@@ -29,7 +29,14 @@ def _bucket(results: list[CaseResult]) -> dict[str, Any]:
         "passed": passed,
         "errors": len(results) - len(judged),
         "accuracy": passed / len(judged) if judged else None,
+        "accuracy_ci": _interval(passed, len(judged)),
     }
+
+
+def _interval(passed: int, judged: int) -> list[float] | None:
+    """The accuracy's 95% Wilson score interval, `[low, high]`."""
+    bounds = wilson_interval(passed, judged)
+    return [round(bounds[0], 6), round(bounds[1], 6)] if bounds else None
 
 
 def _grouped(results: list[CaseResult], keys_of: Any, order: Iterable[str] | None = None) -> dict[str, Any]:
@@ -66,6 +73,7 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "errors": len(errors),
         "failed": judged - passed,
         "accuracy": passed / judged if judged else None,
+        "accuracy_ci": _interval(passed, judged),
         "by_hardness": _grouped(sql, lambda r: [r.hardness], HARDNESS_ORDER),
         "by_tag": _grouped(sql, lambda r: r.tags),
         "by_database": _grouped(sql, lambda r: [r.database]),
