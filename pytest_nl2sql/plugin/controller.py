@@ -16,7 +16,8 @@ from pytest_nl2sql.gate.finish import Gate, finish_run
 from pytest_nl2sql.gate.run import RunInfo, engine_label, git_commit, utc_now
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.plugin import terminal
-from pytest_nl2sql.plugin.items import result_of
+from pytest_nl2sql.plugin.items import CaseItem, result_of
+from pytest_nl2sql.plugin.progress import ProgressDisplay
 from pytest_nl2sql.plugin.settings import Settings
 
 
@@ -32,14 +33,33 @@ class Controller:
         self.failures: list[str] = []  # threshold and baseline problems that fail the session
         self.started = utc_now()
         self.run: RunInfo | None = None
+        self.progress: ProgressDisplay | None = None
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._show_progress(session.config, sum(1 for item in session.items if isinstance(item, CaseItem)))
+
+    @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without xdist
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if self.progress is None:  # under xdist the controller collects nothing: the first worker tells
+            self._show_progress(node.config, len(ids))
+
+    def _show_progress(self, config: pytest.Config, total: int) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and total:
+            self.progress = ProgressDisplay(reporter, total, config.get_verbosity())
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         result = result_of(report)
         if result is not None:
+            first = report.nodeid not in self.results
             self.results[report.nodeid] = result
+            if first and self.progress is not None:
+                self.progress.add(result.passed, not result.verdict.is_error)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.progress is not None:
+            self.progress.close()
         settings = self.settings
         if not self.results and not (settings.reports or settings.fail_under):
             return  # no case ran and nothing was asked of us: stay silent
