@@ -14,12 +14,12 @@ from typing import Any
 from pytest_nl2sql.cases.predictions import load_predictions
 from pytest_nl2sql.cases.read import InvalidCase, load_case_file
 from pytest_nl2sql.engines import open_engine
+from pytest_nl2sql.engines.base import EngineError, Limits, text_errors_for
 from pytest_nl2sql.gate.baseline import load_baseline
+from pytest_nl2sql.judge.execute import GoldError, judge, run_gold
 from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
 from pytest_nl2sql.metrics.soft import synonyms_from
 from pytest_nl2sql.metrics.summary import build_report, summarize
-from pytest_nl2sql.engines.base import EngineError, Limits, text_errors_for
-from pytest_nl2sql.judge.execute import GoldError, judge, run_gold
 from pytest_nl2sql.vocab import Verdict
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from pytest_nl2sql.engines.url import EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import classify, key_relative_to, load_baseline

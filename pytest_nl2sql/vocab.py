@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+
 class Verdict(str, Enum):
     """What happened to a case; the spelling is part of the user-facing contract."""
 

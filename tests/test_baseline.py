@@ -21,8 +21,8 @@ from pytest_nl2sql.gate.baseline import (
     write_baseline,
 )
 from pytest_nl2sql.gate.stats import mcnemar_exact
-from pytest_nl2sql.vocab import Kind, Verdict
 from pytest_nl2sql.judge.result import CaseResult
+from pytest_nl2sql.vocab import Kind, Verdict
 
 FILE = "suites/shop.nl2sql.yaml"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import pytest_nl2sql.engines.sqlite as sqlite_engine_module
 from pytest_nl2sql.engines import (
     DatabaseMissing,
     EngineCache,
@@ -25,7 +26,6 @@ from pytest_nl2sql.engines import (
     TooManyRows,
     open_engine,
 )
-import pytest_nl2sql.engines.sqlite as sqlite_engine_module
 from pytest_nl2sql.engines.sqlite import HEAP_LIMIT_BYTES, SqliteEngine
 
 LIMITS = Limits(timeout=0.5, max_rows=1_000, max_bytes=1_000_000, max_value_bytes=100_000)

@@ -31,12 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pytest_nl2sql.cli import postgres_role_sql
 import sqlglot
 
 import pytest_nl2sql.engines.mysql as mysql_engine
 import pytest_nl2sql.engines.postgres as postgres_engine
+from pytest_nl2sql.cli import postgres_role_sql
 from pytest_nl2sql.engines import Limits, QueryError, QueryTimeout, TooManyRows, open_engine
 from pytest_nl2sql.engines.base import (
     ConnectionLost,

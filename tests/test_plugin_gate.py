@@ -13,7 +13,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import pandas  # noqa: F401  (imported before any inline run: pytester's runs cannot import numpy twice)
 import pytest
 
 from helpers import make_shop, read_report, write_suite

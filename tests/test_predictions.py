@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from pytest_nl2sql.cases.predictions import (
-    Prediction, PredictionRecord, PredictionsFileError, load_predictions, prediction_key, read_aligned_predictions, record_lines,
+    Prediction,
+    PredictionRecord,
+    PredictionsFileError,
+    load_predictions,
+    prediction_key,
+    read_aligned_predictions,
+    record_lines,
 )
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from pytest_nl2sql.reports.csv import COLUMNS, correct_ids_path, write_csv
-from pytest_nl2sql.metrics.termselection import score_term_selection
-from pytest_nl2sql.vocab import Kind, Verdict
 from pytest_nl2sql.judge.result import CaseResult
+from pytest_nl2sql.metrics.termselection import score_term_selection
+from pytest_nl2sql.reports.csv import COLUMNS, correct_ids_path, write_csv
+from pytest_nl2sql.vocab import Kind, Verdict
 
 SELECTION = [{"dataset_id": "W", "dimensions": [{"dimension_name": "INDICATOR",
                                                   "values": [{"id": "GDP", "name": "gross domestic product"}]}]}]

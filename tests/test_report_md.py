@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from pytest_nl2sql.gate.baseline import compare_with_baseline, load_baseline, write_baseline
+from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.reports.md import MAX_FAILURES, render_markdown, write_markdown
 from pytest_nl2sql.vocab import Kind, Verdict
-from pytest_nl2sql.judge.result import CaseResult
 
 
 def item(case_id: str, verdict: str = "pass", *, hardness: str = "easy", reason: str | None = None,

@@ -11,10 +11,10 @@ from typing import Any
 import openpyxl
 import pytest
 
-from pytest_nl2sql.reports.xlsx import write_xlsx
-from pytest_nl2sql.metrics.termselection import aggregate_term_selection, reason_text, score_term_selection
-from pytest_nl2sql.vocab import Kind, Verdict
 from pytest_nl2sql.judge.result import CaseResult
+from pytest_nl2sql.metrics.termselection import aggregate_term_selection, reason_text, score_term_selection
+from pytest_nl2sql.reports.xlsx import write_xlsx
+from pytest_nl2sql.vocab import Kind, Verdict
 
 
 def selection(**dimensions: list[tuple[str, str]]) -> list[dict[str, Any]]:

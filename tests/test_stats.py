@@ -13,7 +13,7 @@ from pytest_nl2sql.gate.stats import is_significant, latency_percentiles, mcnema
 
 try:
     import numpy
-except ImportError:  # numpy comes with pandas; the check is only skipped without it
+except ImportError:  # numpy is the oracle of the dev extra; the check is only skipped without it
     numpy = None
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_nl2sql.plugin.terminal import summary_lines
-from pytest_nl2sql.metrics.summary import build_report, summarize
-from pytest_nl2sql.vocab import Kind, Verdict
 from pytest_nl2sql.judge.result import CaseResult
+from pytest_nl2sql.metrics.summary import build_report, summarize
+from pytest_nl2sql.plugin.terminal import summary_lines
+from pytest_nl2sql.vocab import Kind, Verdict
 
 
 def result(i: int, verdict: Verdict, **kw: object) -> CaseResult:

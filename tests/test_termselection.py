@@ -25,7 +25,6 @@ from pytest_nl2sql.metrics.termselection import (
     validate_conversation,
 )
 
-
 GDP = ("GDP", "gross domestic product")
 GDPPC = ("GDPPC", "GDP per capita")
 GDP_CONST = ("GDP_CONST", "gross domestic product constant prices")

@@ -22,7 +22,6 @@ from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
 from pytest_nl2sql.reports import write_report
 
-
 TREND_FORMATS = ("md", "xlsx")  # the reports that show the trend over --nl2sql-history
 
 

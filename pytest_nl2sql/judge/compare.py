@@ -48,11 +48,7 @@ constructed worst cases) the result is a mismatch whose `detail` says the search
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
-import decimal
 import math
-import re
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import time
 import datetime
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +19,18 @@ from typing import Any
 import sqlglot
 from sqlglot.errors import SqlglotError
 
+from pytest_nl2sql.engines.base import (
+    ConnectionLost,
+    Engine,
+    EngineError,
+    Limits,
+    QueryError,
+    QueryResult,
+    QueryTimeout,
+    TooManyRows,
+)
 from pytest_nl2sql.judge import compat
 from pytest_nl2sql.judge.compare import CompareOptions, Comparison, Mode, compare_results
-from pytest_nl2sql.engines.base import ConnectionLost, Engine, EngineError, Limits, QueryError, QueryResult, QueryTimeout, TooManyRows
 from pytest_nl2sql.judge.equality import normalise_value, result_fingerprint
 from pytest_nl2sql.judge.order import has_top_level_order_by
 from pytest_nl2sql.vocab import Verdict

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_nl2sql.metrics import termselection
 from pytest_nl2sql.cases.read import Case
 from pytest_nl2sql.judge import nearmiss
 from pytest_nl2sql.judge.execute import GoldOutcome, Judgement
 from pytest_nl2sql.judge.result import CaseResult
+from pytest_nl2sql.metrics import termselection
 from pytest_nl2sql.vocab import Verdict
 
 ROWS_SHOWN = 5  # rows of each diff side shown by default; -v shows more

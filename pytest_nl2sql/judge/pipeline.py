@@ -26,8 +26,16 @@ from pytest_nl2sql.gate.baseline import Baseline, classify
 from pytest_nl2sql.judge import explain
 from pytest_nl2sql.judge.compare import CompareOptions
 from pytest_nl2sql.judge.execute import (
-    GoldError, GoldOutcome, Judgement, ResultFileError, execute_once_more_if_lost, judge, judge_result, read_result_csv,
-    run_gold, to_engine_sql,
+    GoldError,
+    GoldOutcome,
+    Judgement,
+    ResultFileError,
+    execute_once_more_if_lost,
+    judge,
+    judge_result,
+    read_result_csv,
+    run_gold,
+    to_engine_sql,
 )
 from pytest_nl2sql.judge.nearmiss import near_miss
 from pytest_nl2sql.judge.predict import Hook, PredictionOutcome, PredictionRequest, PredictionSource, Predictor

@@ -13,12 +13,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from pytest_nl2sql.gate.stats import percentile, wilson_interval
-from pytest_nl2sql.metrics.efficiency import summarize_efficiency
-from pytest_nl2sql.metrics.termselection import aggregate_term_selection
-from pytest_nl2sql.metrics.soft import mean_scores
-from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, Kind, Verdict
 from pytest_nl2sql.judge.result import CaseResult
-
+from pytest_nl2sql.metrics.efficiency import summarize_efficiency
+from pytest_nl2sql.metrics.soft import mean_scores
+from pytest_nl2sql.metrics.termselection import aggregate_term_selection
+from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, Kind, Verdict
 
 
 def _bucket(results: list[CaseResult]) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from typing import Any
 import pytest
 
 from pytest_nl2sql.cases.read import Case, CaseFileError, InvalidCase, load_case_file
-from pytest_nl2sql.engines.base import text_errors_for, Engine, QueryError, QueryResult, QueryTimeout, TooManyRows
+from pytest_nl2sql.engines.base import Engine, QueryError, QueryResult, QueryTimeout, TooManyRows, text_errors_for
 from pytest_nl2sql.judge import explain
 from pytest_nl2sql.judge.compare import Comparison, compare_results
 from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, to_engine_sql

@@ -13,12 +13,12 @@ from typing import Any
 from pytest_nl2sql.cases.predictions import load_predictions
 from pytest_nl2sql.engines.base import Limits
 from pytest_nl2sql.gate.baseline import load_baseline
+from pytest_nl2sql.gate.thresholds import Threshold, parse_fail_unders
 from pytest_nl2sql.judge.pipeline import Pipeline, RunOptions
 from pytest_nl2sql.judge.predict import NO_PREDICTOR
 from pytest_nl2sql.metrics.soft import parse_synonym_lines
 from pytest_nl2sql.reports import default_path
 from pytest_nl2sql.vocab import REPORT_FORMATS
-from pytest_nl2sql.gate.thresholds import Threshold, parse_fail_unders
 
 DEFAULT_FILES = "*.nl2sql.yaml *.nl2sql.yml *.nl2sql.jsonl"
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from copy import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from copy import copy
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
