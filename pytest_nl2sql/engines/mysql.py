@@ -215,10 +215,7 @@ class MysqlEngine:
                     raise QueryError(_message(error)) from None
                 self._drop_connection()
                 if attempt == 2:
-                    raise ConnectionLost(
-                        f"lost the connection to MySQL at {self.spec.describe()}:"
-                        f" {_message(error)}"
-                    ) from None
+                    raise self._connection_lost(error) from None
         raise AssertionError("unreachable")
 
     def _end(self, cursor: Any, streaming: bool, watchdog: Watchdog) -> None:
@@ -299,11 +296,11 @@ class MysqlEngine:
                     raise QueryError(_message(error)) from None
                 self._drop_connection()
                 if attempt == 2:
-                    raise ConnectionLost(
-                        f"lost the connection to MySQL at {self.spec.describe()}:"
-                        f" {_message(error)}"
-                    ) from None
+                    raise self._connection_lost(error) from None
         raise AssertionError("unreachable")
+
+    def _connection_lost(self, error: Exception) -> ConnectionLost:
+        return ConnectionLost(f"lost the connection to MySQL at {self.spec.describe()}: {_message(error)}")
 
     def close(self) -> None:
         self._drop_connection()

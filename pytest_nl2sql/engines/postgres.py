@@ -180,10 +180,7 @@ class PostgresEngine:
                     raise QueryError(_message(error)) from None
                 self._drop()
                 if attempt == 2:
-                    raise ConnectionLost(
-                        f"lost the connection to PostgreSQL at {self.spec.describe()}:"
-                        f" {_message(error)}"
-                    ) from None
+                    raise self._connection_lost(error) from None
         raise AssertionError("unreachable")
 
     def _end(self, conn: Any) -> None:
@@ -245,11 +242,11 @@ class PostgresEngine:
                     raise QueryError(_message(error)) from None
                 self._drop()
                 if attempt == 2:
-                    raise ConnectionLost(
-                        f"lost the connection to PostgreSQL at {self.spec.describe()}:"
-                        f" {_message(error)}"
-                    ) from None
+                    raise self._connection_lost(error) from None
         raise AssertionError("unreachable")
+
+    def _connection_lost(self, error: Exception) -> ConnectionLost:
+        return ConnectionLost(f"lost the connection to PostgreSQL at {self.spec.describe()}: {_message(error)}")
 
     def close(self) -> None:
         self._drop()
