@@ -329,3 +329,29 @@ def test_a_change_to_the_file_is_seen_at_once(db: Path, journal: str) -> None:
     finally:
         engine.close()
         writer.close()
+
+
+def test_trusted_gold_runs_in_process_under_the_same_guards(tmp_path: Path) -> None:
+    """Gold SQL (the suite author's) skips the worker round trip, not the guards."""
+    from pytest_nl2sql.engines.base import QueryError, QueryTimeout, TooManyRows
+    from pytest_nl2sql.engines.sqlite import SqliteEngine
+
+    db = tmp_path / "g.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t(x)")
+    con.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(50)])
+    con.commit()
+    con.close()
+    engine = SqliteEngine(db)
+    try:
+        assert engine.execute_trusted("SELECT count(*) FROM t", Limits()).rows == [(50,)]
+        with pytest.raises(QueryError):
+            engine.execute_trusted("DELETE FROM t", Limits())
+        with pytest.raises(TooManyRows):
+            engine.execute_trusted("SELECT x FROM t", Limits(max_rows=10))
+        with pytest.raises(QueryTimeout):
+            engine.execute_trusted("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r",
+                                   Limits(timeout=0.2))
+        assert engine.execute("SELECT count(*) FROM t", Limits()).rows == [(50,)]  # the database is unchanged
+    finally:
+        engine.close()

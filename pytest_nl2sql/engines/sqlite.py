@@ -35,12 +35,14 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.engines.base import DatabaseMissing, Limits, QueryResult
-from pytest_nl2sql.engines.worker import shared_worker
+from pytest_nl2sql.engines.base import DatabaseMissing, Limits, QueryError, QueryResult, SizeBudget
+from pytest_nl2sql.engines.worker import REFUSAL_ERRORS, Answer, shared_worker
 from pytest_nl2sql.engines.worker_child import (  # noqa: F401  (re-exported)
     ALLOWED_PRAGMAS,
     DENIED_FUNCTIONS,
     HEAP_LIMIT_BYTES,
+    Refusal,
+    SqliteSession,
     sqlite_uri,
 )
 
@@ -69,19 +71,35 @@ class SqliteEngine:
         self._worker = shared_worker("sqlite", ADDRESS_SPACE_BYTES)
         self._handle: int | None = self._worker.add("sqlite", (str(path), text_errors))
         self._version = _DataVersion(path) if RESULT_CACHE_BYTES > 0 else None
+        self._local: InProcess | None = None  # the in-process session of trusted queries, opened on first use
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
-        handle = self._live_handle()
+        """Untrusted SQL (a prediction): in the worker, which is killed past the deadline."""
+        return self._execute(sql, limits, lambda: self._worker.query(self._live_handle(), sql, limits))
+
+    def execute_trusted(self, sql: str, limits: Limits) -> QueryResult:
+        """The suite author's SQL (a gold query, as trusted as conftest.py): in this process, under
+        the same guards (read-only, authorizer, deadline, caps), without the round trip to the
+        worker; what it cannot have is the kill of a query that holds one step past the deadline."""
+        self._live_handle()
+        return self._execute(sql, limits, lambda: self._here().answer(sql, limits))
+
+    def _execute(self, sql: str, limits: Limits, run: Any) -> QueryResult:
         stamp = self._version.stamp() if self._version is not None else None
         key = (str(self.path), self.text_errors, sql, limits)
         if stamp is not None:
             kept = _RESULTS.get(key, stamp)
             if kept is not None:
                 return kept
-        answer = self._worker.query(handle, sql, limits)
+        answer = run()
         if stamp is not None and answer.deterministic:
             _RESULTS.put(key, stamp, answer.result, answer.size)
         return answer.result
+
+    def _here(self) -> "InProcess":
+        if self._local is None:
+            self._local = InProcess(SqliteSession(str(self.path), self.text_errors))
+        return self._local
 
     def _live_handle(self) -> int:
         if self._handle is None:
@@ -117,6 +135,9 @@ class SqliteEngine:
         return {table: list(columns) for table, columns in self._schema_columns.items()}
 
     def close(self) -> None:
+        if self._local is not None:
+            self._local.session.close()
+            self._local = None
         handle, self._handle = self._handle, None
         if handle is not None:
             self._worker.remove(handle)
@@ -125,6 +146,32 @@ class SqliteEngine:
 
     def __repr__(self) -> str:
         return f"SqliteEngine({str(self.path)!r})"
+
+
+class InProcess:
+    """A worker-child session run in this process: the same batches, counted against the same caps."""
+
+    def __init__(self, session: SqliteSession) -> None:
+        self.session = session
+
+    def answer(self, sql: str, limits: Limits) -> Answer:
+        budget = SizeBudget(limits)
+        kept: list[tuple[Any, ...]] = []
+        try:
+            columns, rows, done, deterministic = self.session.run(
+                sql, limits.timeout, limits.timeout, limits.max_rows, limits.max_value_bytes)
+            while True:
+                for row in rows:
+                    budget.add(row)  # raises TooManyRows past a cap
+                    kept.append(row)
+                if done:
+                    break
+                rows, done = self.session.more()
+        except Refusal as refusal:
+            raise REFUSAL_ERRORS.get(refusal.kind, QueryError)(refusal.message) from None
+        finally:
+            self.session.stop()
+        return Answer(QueryResult(tuple(columns), kept), deterministic, budget.bytes)
 
 
 class _DataVersion:

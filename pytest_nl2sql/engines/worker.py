@@ -72,7 +72,7 @@ SETUP_SECONDS = 60.0  # starting the child and opening a database; our own schem
 # a 2-vCPU VM, with the parent busy between queries as in a pytest run: 118 -> 88 us per query.
 SPIN_SECONDS = 0.0002
 
-_ERRORS: dict[str, type[EngineError]] = {
+REFUSAL_ERRORS: dict[str, type[EngineError]] = {  # how a refusal of the child is raised
     "query": QueryError,
     "timeout": QueryTimeout,
     "rows": TooManyRows,
@@ -367,7 +367,7 @@ class Worker:
         if kind == "memory":
             self._kill()  # whatever the query reserved may stay reserved: start afresh
             raise _OutOfMemory(text)
-        raise _ERRORS.get(kind, QueryError)(text)
+        raise REFUSAL_ERRORS.get(kind, QueryError)(text)
 
     def _reap(self) -> None:
         proc = self._proc
