@@ -304,9 +304,9 @@ def test_a_deterministic_result_is_reused_while_the_file_is_unchanged(db: Path) 
         served = _served(engine)
         engine.execute("SELECT random()", LIMITS)
         assert _served(engine) == served + 1
-        engine.execute("SELECT date('now')", LIMITS)
+        engine.execute("SELECT date('now'), soundex('x')", LIMITS)  # soundex: not linear, so the worker serves it
         served = _served(engine)
-        engine.execute("SELECT date('now')", LIMITS)
+        engine.execute("SELECT date('now'), soundex('x')", LIMITS)
         assert _served(engine) == served + 1
     finally:
         engine.close()
@@ -353,5 +353,20 @@ def test_trusted_gold_runs_in_process_under_the_same_guards(tmp_path: Path) -> N
             engine.execute_trusted("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r",
                                    Limits(timeout=0.2))
         assert engine.execute("SELECT count(*) FROM t", Limits()).rows == [(50,)]  # the database is unchanged
+    finally:
+        engine.close()
+
+
+def test_only_queries_whose_functions_are_bounded_per_step_run_in_process(db: Path) -> None:
+    """An allow-list decides: what it does not know goes to the killable worker."""
+    engine = open_engine(str(db))
+    assert isinstance(engine, SqliteEngine)
+    try:
+        served = _served(engine)
+        engine.execute("SELECT count(*), max(name), upper(name) FROM singer GROUP BY name", LIMITS)
+        assert _served(engine) == served  # in this process
+        engine.execute("SELECT instr(name, 'a') FROM singer", LIMITS)
+        engine.execute("SELECT name FROM singer WHERE name LIKE '%a%'", LIMITS)
+        assert _served(engine) == served + 2  # instr and LIKE: in the worker
     finally:
         engine.close()

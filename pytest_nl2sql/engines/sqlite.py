@@ -74,8 +74,14 @@ class SqliteEngine:
         self._local: InProcess | None = None  # the in-process session of trusted queries, opened on first use
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
-        """Untrusted SQL (a prediction): in the worker, which is killed past the deadline."""
-        return self._execute(sql, limits, lambda: self._worker.query(self._live_handle(), sql, limits))
+        """Untrusted SQL (a prediction): in this process when every function it calls is bounded
+        per step (the progress handler then stops it at the deadline), else in the worker, which
+        is killed when a single step outlasts the deadline."""
+        handle = self._live_handle()
+        here = self._here()
+        if here.session.steps_are_bounded(sql):
+            return self._execute(sql, limits, lambda: here.answer(sql, limits))
+        return self._execute(sql, limits, lambda: self._worker.query(handle, sql, limits))
 
     def execute_trusted(self, sql: str, limits: Limits) -> QueryResult:
         """The suite author's SQL (a gold query, as trusted as conftest.py): in this process, under

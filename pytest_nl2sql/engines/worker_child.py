@@ -109,6 +109,26 @@ DETERMINISTIC_FUNCTIONS = frozenset(
     """.split()
 )
 
+# Built-in functions whose one call costs at most time linear in its arguments (every string and
+# blob being bounded by SQLITE_LIMIT_LENGTH): between two virtual-machine steps, where the progress
+# handler stops a query at its deadline, none can hold the CPU for long. A query that calls only
+# these may run in the calling process (`sqlite.py`); any other function (instr, replace, like,
+# glob, printf, format, soundex, a newer SQLite's own, ...) sends the query to the worker process,
+# which is killed when a single step outlasts the deadline. An allow-list: what it forgets costs
+# speed, never containment.
+LINEAR_FUNCTIONS = frozenset(
+    """
+    abs avg char coalesce concat concat_ws count group_concat hex ifnull iif length likelihood
+    likely lower ltrim max min nullif octet_length quote round rtrim sign string_agg substr
+    substring sum total trim typeof unhex unicode unlikely upper
+    row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value last_value
+    nth_value
+    acos acosh asin asinh atan atan2 atanh ceil ceiling cos cosh degrees exp floor ln log log10
+    log2 mod pi pow power radians sin sinh sqrt tan tanh trunc
+    date time datetime julianday strftime unixepoch
+    """.split()
+)
+
 # Pragmas that only describe the schema; reachable as `pragma_table_info('t')` inside a SELECT.
 ALLOWED_PRAGMAS = frozenset(
     {
@@ -288,6 +308,7 @@ class SqliteSession(Session):
         self._denied: str | None = None  # what the authorizer refused last, for the message
         self._in_select = False  # the statement being prepared began as a SELECT
         self._deterministic = True  # no function outside DETERMINISTIC_FUNCTIONS was prepared
+        self._linear = True  # no function outside LINEAR_FUNCTIONS was prepared
         self._cursor: sqlite3.Cursor | None = None
         self._conn = _connect_sqlite(path)
         try:
@@ -331,6 +352,8 @@ class SqliteSession(Session):
             if name not in DENIED_FUNCTIONS:
                 if name not in DETERMINISTIC_FUNCTIONS:
                     self._deterministic = False
+                if name not in LINEAR_FUNCTIONS:
+                    self._linear = False
                 return sqlite3.SQLITE_OK
             self._denied = f"function {arg2}()"
             return sqlite3.SQLITE_DENY
@@ -345,6 +368,18 @@ class SqliteSession(Session):
 
     def _past_deadline(self) -> bool:
         return time.monotonic() > self._deadline
+
+    def steps_are_bounded(self, sql: str) -> bool:
+        """Whether every function `sql` calls is in LINEAR_FUNCTIONS: prepared (under the same
+        authorizer) behind EXPLAIN, which lists the program without running it. A statement the
+        authorizer refuses, or that does not prepare, answers False: the worker says why."""
+        self.stop()
+        self._denied, self._in_select, self._linear = None, False, True
+        try:
+            self._conn.execute("EXPLAIN " + sql).close()
+        except (sqlite3.Error, sqlite3.Warning, ValueError, MemoryError):
+            return False
+        return self._linear
 
     def _start(self, sql: str, timeout: float, max_value_bytes: int) -> tuple[str, ...]:
         conn = self._conn
