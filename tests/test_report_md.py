@@ -63,8 +63,8 @@ def test_headline_buckets_and_failures() -> None:
     assert text.endswith("\n") and "Compared with the baseline" not in text
     assert "exact match (Spider, without values): 25.0%" in text
     assert "**1 case could not be judged**" in text and "`shop.nl2sql.yaml::d`: no such table: x" in text
-    rows = table_rows(text, "| hardness | passed | cases | accuracy |")
-    assert rows[2:] == ["| easy | 1 | 2 | 100.0% |", "| hard | 1 | 2 | 50.0% |", "| zeta | 0 | 0 | n/a |"]
+    rows = table_rows(text, "| hardness | passed | cases | accuracy | 95% CI |")
+    assert rows[2:] == ["| easy | 1 | 2 | 100.0% |  |", "| hard | 1 | 2 | 50.0% |  |", "| zeta | 0 | 0 | n/a |  |"]
     assert "<summary>Failures (1)</summary>" in text
     assert "| `shop.nl2sql.yaml::c` | mismatch | values |" in text
 
@@ -152,7 +152,7 @@ def test_hardness_in_vocabulary_order_bird_too() -> None:
     bucket = {"total": 1, "passed": 1, "accuracy": 1.0}
     labels = ("challenging", "other", "moderate", "hard", "simple")
     text = render_markdown(report([item("a")], by_hardness={label: bucket for label in labels}))
-    rows = table_rows(text, "| hardness | passed | cases | accuracy |")
+    rows = table_rows(text, "| hardness | passed | cases | accuracy | 95% CI |")
     assert [row.split(" | ")[0][2:] for row in rows[2:]] == ["hard", "simple", "moderate", "challenging", "other"]
 
 
@@ -165,12 +165,12 @@ def test_past_the_limit_the_worst_tags_are_shown() -> None:
     by_tag["zz-bad-small"] = {"total": 2, "passed": 1, "accuracy": 0.5}
     by_tag["zz-unjudged"] = {"total": 1, "passed": 0, "errors": 1, "accuracy": None}
     text = render_markdown(report([item("a")], by_tag=by_tag))
-    rows = table_rows(text, "| tag | passed | cases | accuracy |")[2:]
+    rows = table_rows(text, "| tag | passed | cases | accuracy | 95% CI |")[2:]
     assert len(rows) == MAX_BUCKETS
     assert [row.split(" | ")[0][2:] for row in rows[:4]] == ["zz-worst", "zz-bad-big", "zz-bad-small", "tag000"]
     assert f"The {MAX_BUCKETS} worst of {len(by_tag)} are shown (see the JSON report)." in text
     few = render_markdown(report([item("a")], by_tag={"b": by_tag["zz-worst"], "a": by_tag["tag000"]}))
-    assert [r.split(" | ")[0][2:] for r in table_rows(few, "| tag | passed | cases | accuracy |")[2:]] == ["a", "b"]
+    assert [r.split(" | ")[0][2:] for r in table_rows(few, "| tag | passed | cases | accuracy | 95% CI |")[2:]] == ["a", "b"]
 
 
 def test_bucket_names_cannot_break_the_table() -> None:
@@ -220,3 +220,13 @@ def test_an_unwritable_step_summary_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ReportWriteError, match=r"r\.md was written, but not appended to \$GITHUB_STEP_SUMMARY"):
         write_markdown(report([item("a")]), tmp_path / "r.md", environ={"GITHUB_STEP_SUMMARY": str(tmp_path / "dir")})
     assert (tmp_path / "r.md").exists()
+
+
+def test_every_accuracy_has_its_interval() -> None:
+    """The summary's Wilson intervals (accuracy_ci) stand next to the accuracies they belong to."""
+    summary = {"total": 4, "passed": 2, "errors": 0, "accuracy": 0.5, "accuracy_ci": [0.150036, 0.849964],
+               "by_hardness": {"easy": {"total": 4, "passed": 2, "errors": 0, "accuracy": 0.5,
+                                        "accuracy_ci": [0.150036, 0.849964]}}}
+    text = render_markdown({"summary": summary, "items": []})
+    assert text.startswith("### pytest-nl2sql: execution accuracy 2/4 = 50.0% (95% CI 15.0%–85.0%)\n")
+    assert "| easy | 2 | 4 | 50.0% | 15.0%–85.0% |" in text

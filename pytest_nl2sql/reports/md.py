@@ -85,7 +85,16 @@ def render_markdown(report: Mapping[str, Any]) -> str:
 
 def _headline(summary: Mapping[str, Any]) -> str:
     passed, judged = _counts(summary)
-    return f"### pytest-nl2sql: execution accuracy {_ratio(passed, judged)}"
+    interval = _interval(summary)
+    return f"### pytest-nl2sql: execution accuracy {_ratio(passed, judged)}" + (f" (95% CI {interval})" if interval else "")
+
+
+def _interval(bucket: Mapping[str, Any]) -> str:
+    """`41.2–58.8%`: the bucket's 95% Wilson interval, when the summary has one."""
+    bounds = bucket.get("accuracy_ci")
+    if not isinstance(bounds, (list, tuple)) or len(bounds) != 2 or not all(isinstance(b, (int, float)) for b in bounds):
+        return ""
+    return f"{_percent(bounds[0])}–{_percent(bounds[1])}"
 
 
 def _errors(items: Sequence[Mapping[str, Any]]) -> str:
@@ -206,12 +215,12 @@ def _buckets(
         return ""
     names = list(order(buckets))
     shown = names if len(names) <= MAX_BUCKETS else sorted(names, key=lambda n: _worst_first(n, buckets[n]))
-    rows = [f"| {kind} | passed | cases | accuracy |", "|---|--:|--:|--:|"]
+    rows = [f"| {kind} | passed | cases | accuracy | 95% CI |", "|---|--:|--:|--:|--:|"]
     for name in shown[:MAX_BUCKETS]:
         passed, judged = _counts(buckets[name])
         total = buckets[name].get("total", judged)
         accuracy = _percent(passed / judged) if judged else "n/a"
-        rows.append(f"| {_cell(name)} | {passed} | {total} | {accuracy} |")
+        rows.append(f"| {_cell(name)} | {passed} | {total} | {accuracy} | {_interval(buckets[name])} |")
     if len(shown) > MAX_BUCKETS:
         rows.append(f"\nThe {MAX_BUCKETS} worst of {len(shown)} are shown (see the JSON report).")
     table = "\n".join(rows)
