@@ -349,3 +349,18 @@ def test_enum_values_are_shown_and_coloured_by_their_spelling(tmp_path: Path) ->
     fill = wb["Overview"].cell(3, header.index("baseline") + 1).fill.fgColor.rgb
     assert fill.endswith("FFC7CE")  # the regression red
     assert [r[0] for r in rows(wb["Regressions and fixes"])[1:]] == ["case-0001", "case-0004"]
+
+
+def test_statistics_give_the_interval_of_every_accuracy(tmp_path: Path) -> None:
+    from pytest_nl2sql.metrics.summary import build_report, summarize
+
+    results = [CaseResult(id=f"c{n}", nodeid=f"s.yaml::c{n}", file="s.yaml", position=n, kind=Kind.SQL,
+                          verdict=Verdict.PASS if n % 2 else Verdict.MISMATCH, hardness="easy") for n in range(4)]
+    path = tmp_path / "r.xlsx"
+    write_xlsx(build_report(results, summarize(results)), path)
+    cells = [[c.value for c in row] for row in openpyxl.load_workbook(path)["Statistics"].iter_rows()]
+    assert ["95% interval, low (Wilson)", 0.150039] in [row[:2] for row in cells]
+    header = next(row for row in cells if row[0] == "hardness")
+    easy = next(row for row in cells if row[0] == "easy")
+    assert header[:7] == ["hardness", "total", "passed", "errors", "accuracy", "95% CI low", "95% CI high"]
+    assert easy[:7] == ["easy", 4, 2, 0, 0.5, 0.150039, 0.849961]

@@ -440,12 +440,21 @@ class _Cursor:
 
 
 def _bucket_rows(buckets: Mapping[str, Mapping[str, Any]] | None, key: Callable[[str], Any] = str) -> list[list[Any]]:
-    """label, total, passed, errors, accuracy: the errors say why passed/total is not the accuracy."""
+    """label, total, passed, errors, accuracy and its 95% interval: the errors say why passed/total
+    is not the accuracy."""
     return [
         [label, b.get("total"), b.get("passed"), b.get("errors") or 0,
-         b.get("accuracy") if b.get("accuracy") is not None else "n/a"]
+         b.get("accuracy") if b.get("accuracy") is not None else "n/a", *_interval(b)]
         for label, b in sorted((buckets or {}).items(), key=lambda kv: key(kv[0]))
     ]
+
+
+def _interval(bucket: Mapping[str, Any]) -> list[Any]:
+    """The bucket's 95% Wilson interval as two cells (empty when the summary has none)."""
+    bounds = bucket.get("accuracy_ci")
+    if isinstance(bounds, (list, tuple)) and len(bounds) == 2 and all(isinstance(b, (int, float)) for b in bounds):
+        return [bounds[0], bounds[1]]
+    return [None, None]
 
 
 def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
@@ -457,9 +466,12 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
     out.pair("errors (gold_error, outside the accuracy)", errors)
     out.pair("judged cases", total - errors if isinstance(total, int) else None)
     out.pair("execution accuracy", summary.get("accuracy"), PERCENT)
+    low, high = _interval(summary)
+    out.pair("95% interval, low (Wilson)", low, PERCENT)
+    out.pair("95% interval, high (Wilson)", high, PERCENT)
     out.pair("exact match", summary.get("exact_match"), PERCENT)
-    bucket_headers = ("total", "passed", "errors", "accuracy")
-    formats = (None, None, None, None, PERCENT)
+    bucket_headers = ("total", "passed", "errors", "accuracy", "95% CI low", "95% CI high")
+    formats = (None, None, None, None, PERCENT, PERCENT, PERCENT)
 
     hardness_rows = _bucket_rows(summary.get("by_hardness"), hardness_sort_key)
     out.title("Accuracy by hardness")
