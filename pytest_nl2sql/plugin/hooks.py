@@ -80,12 +80,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     nodes.check_predictions(session)
-    gc.freeze()  # the collected items live to the end: the collector need not walk them again and again
+    if nodes.has_cases(session):  # only in runs of nl2sql cases, not in every suite this plugin is installed for
+        gc.freeze()  # the collected items live to the end: the collector need not walk them again and again
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    gc.freeze()  # nor the results, which live to the end too (this halves the time a Spider run spends exiting)
+    if nodes.has_cases(session):
+        gc.freeze()  # nor the results, which live to the end too (this halves the time a Spider run spends exiting)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -182,6 +182,10 @@ class CaseItem(pytest.Item):
         return self.path, (self.line - 1 if self.line else None), f"nl2sql case {self.name}"
 
 
+def has_cases(session: pytest.Session) -> bool:
+    return any(isinstance(item, CaseItem) for item in session.items)
+
+
 def assign_positions(items: list[pytest.Item]) -> None:
     """Number items in collection order, so reports list them identically under xdist."""
     for index, item in enumerate(items):
