@@ -119,7 +119,7 @@ class Predictor:
             outcome = self.ask(request)
             if outcome.value is not None and outcome.value is not NO_PREDICTOR or outcome.error is not None:
                 return outcome
-            silent = outcome.value is not NO_PREDICTOR
+            silent = outcome.value is not NO_PREDICTOR and stored is None  # a file answer is not the hook's silence
         fallback = self._fallback(case, None if replay else stored)
         return dataclasses.replace(fallback, hook_silent=True, key=key) if silent else fallback
 
