@@ -17,7 +17,7 @@ from pytest_nl2sql.engines import open_engine
 from pytest_nl2sql.engines.base import EngineError, Limits, text_errors_for
 from pytest_nl2sql.gate.baseline import load_baseline
 from pytest_nl2sql.judge.execute import GoldError, judge, run_gold
-from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
+from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions, relative_name
 from pytest_nl2sql.metrics.soft import synonyms_from
 from pytest_nl2sql.metrics.summary import build_report, summarize
 from pytest_nl2sql.vocab import Verdict
@@ -129,10 +129,10 @@ def evaluate_suite(
     )
     entries = load_case_file(path, db_dir=options.db_dir, dsn=dsn)
     store = pipeline.predictions
-    if store is not None and store.aligned is not None and len(store.aligned) != len(entries):
-        raise ValueError(f"{predictions} has {len(store.aligned)} lines for the {len(entries)} cases of {path}: "
-                         "one query per line, a blank line for a case without one")
-    file = _relative(path, Path(rootdir) if rootdir is not None else Path.cwd())
+    misaligned = store.misalignment(len(entries), str(path)) if store is not None else None
+    if misaligned:
+        raise ValueError(misaligned)
+    file = relative_name(path, rootdir if rootdir is not None else Path.cwd())
     results = []
     try:
         for position, entry in enumerate(entries):
@@ -143,9 +143,3 @@ def evaluate_suite(
         pipeline.close()
     return build_report(results, summarize(results))
 
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()

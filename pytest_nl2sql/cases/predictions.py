@@ -68,6 +68,13 @@ class PredictionStore:
     records: tuple[PredictionRecord, ...] = ()  # JSONL: every line, in file order
     directory: bool = False  # a directory of `<id>.csv` result files (`by_id` maps each id to its file)
 
+    def misalignment(self, cases: int, suite: str) -> str | None:
+        """Why a one-query-per-line file does not fit a suite of `cases` cases (None when it does)."""
+        if self.aligned is None or len(self.aligned) == cases:
+            return None
+        return (f"{self.path} has {len(self.aligned)} lines for the {cases} cases of {suite}: "
+                "one query per line, a blank line for a case without one")
+
     def lookup(self, case_id: str, position: int, file_names: tuple[str, ...]) -> Prediction | None:
         """The prediction of a case; `file_names` are the spellings its file may have in the JSONL."""
         if self.aligned is not None:

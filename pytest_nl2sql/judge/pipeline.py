@@ -165,6 +165,9 @@ class Pipeline:
             engine = self.engine_for(case)
         except EngineError:
             engine = None  # the case is broken; prepare says why, and the prediction is never judged
+        return self._predict_sql(case, label, engine)
+
+    def _predict_sql(self, case: Case, label: CaseLabel, engine: Engine | None) -> PredictionOutcome:
         schema = self.schema_ddl(engine) if engine is not None else ""
         request = PredictionRequest.for_case(case, schema=schema, engine=engine, dialect=case.written_in)
         return self.predictor.predict(case, request, _file_names(case, label))
@@ -200,8 +203,7 @@ class Pipeline:
         case, label, engine, gold = prepared.case, prepared.label, prepared.engine, prepared.gold
         assert engine is not None and gold is not None
         if prediction is None:
-            request = PredictionRequest.for_case(case, schema=self.schema_ddl(engine), engine=engine, dialect=case.written_in)
-            prediction = self.predictor.predict(case, request, _file_names(case, label))
+            prediction = self._predict_sql(case, label, engine)
         try:
             judgement = self._judgement(case, prediction, engine, gold)
         except ConnectionLost as e:  # twice in a row: the run's fault, not the model's
@@ -464,12 +466,17 @@ def _compare_options(case: Case) -> CompareOptions | None:
         return None
 
 
-def _shown_path(path: Path, case: Case) -> str:
-    """A result file as reports show it: relative to the case file's folder when it lies there."""
+def relative_name(path: str | Path, folder: str | Path) -> str:
+    """`path` as reports and node ids name it: relative to `folder` when it lies there, else whole."""
     try:
-        return Path(path).relative_to(case.file.parent).as_posix()
+        return Path(path).resolve().relative_to(Path(folder).resolve()).as_posix()
     except ValueError:
         return Path(path).as_posix()
+
+
+def _shown_path(path: Path, case: Case) -> str:
+    """A result file as reports show it: relative to the case file's folder when it lies there."""
+    return relative_name(path, case.file.parent)
 
 
 def _file_names(case: Case, label: CaseLabel) -> tuple[str, ...]:

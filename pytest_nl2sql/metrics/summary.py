@@ -9,7 +9,7 @@ judged, a prediction that did not run counting 0; `near_miss` counts the failure
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_nl2sql.gate.stats import percentile, wilson_interval
@@ -30,6 +30,15 @@ def _bucket(results: list[CaseResult]) -> dict[str, Any]:
         "accuracy": passed / len(judged) if judged else None,
         "accuracy_ci": _interval(passed, len(judged)),
     }
+
+
+def accuracy_interval(bucket: Mapping[str, Any]) -> tuple[float, float] | None:
+    """A bucket's (or the summary's) 95% interval as the summary holds it, for every renderer;
+    None when there is none (nothing judged, or a report from elsewhere that lacks it)."""
+    bounds = bucket.get("accuracy_ci")
+    if isinstance(bounds, (list, tuple)) and len(bounds) == 2 and all(isinstance(b, (int, float)) for b in bounds):
+        return float(bounds[0]), float(bounds[1])
+    return None
 
 
 def _interval(passed: int, judged: int) -> list[float] | None:

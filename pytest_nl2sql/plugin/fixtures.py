@@ -53,7 +53,7 @@ from pytest_nl2sql.engines.base import Engine, QueryError, QueryResult, QueryTim
 from pytest_nl2sql.judge import explain
 from pytest_nl2sql.judge.compare import Comparison, compare_results
 from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, to_engine_sql
-from pytest_nl2sql.judge.pipeline import CaseLabel, CaseOutcome, Pipeline
+from pytest_nl2sql.judge.pipeline import CaseLabel, CaseOutcome, Pipeline, relative_name
 from pytest_nl2sql.plugin.items import run_state
 from pytest_nl2sql.vocab import Verdict
 
@@ -184,18 +184,11 @@ class NL2SQL:
         case = case.replace(**changes)
         shared = self._pipeline
         pipeline = Pipeline(dataclasses.replace(shared.options, fingerprints=False), engines=shared.engines)
-        label = CaseLabel(self.label, self._relative(case.file))
+        label = CaseLabel(self.label, relative_name(case.file, self.config.rootpath))
         outcome = pipeline.evaluate(case, label, engine=self.database(database), predicted=predicted if predicted else "")
         if outcome.broken:
             raise GoldError(outcome.result.reason)
         return outcome
-
-    def _relative(self, path: Path) -> str:
-        """A file as node ids spell it: relative to the rootdir when it lies there."""
-        try:
-            return Path(path).resolve().relative_to(self.config.rootpath).as_posix()
-        except ValueError:
-            return str(path)
 
     def _as_case(self, database: Database, gold: str | Sequence[str] | None) -> Case:
         """The case a comparison stands for: the given one (gold overridden when passed), or a

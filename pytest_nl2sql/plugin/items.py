@@ -235,10 +235,8 @@ def aligned_predictions_problem(config: pytest.Config, items: list[pytest.Item])
                 f"but {len(files)} case files were collected ({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}): "
                 "run one suite, or use a JSONL file of {\"id\", \"predicted\"}")
     cases = getattr(case_items[0].parent, "case_count", None) if case_items else None
-    if cases is not None and cases != len(store.aligned):
-        return (f"--nl2sql-predictions={store.path} has {len(store.aligned)} lines for the {cases} cases of "
-                f"{files[0]}: one query per line, a blank line for a case without one")
-    return None
+    problem = store.misalignment(cases, files[0]) if cases is not None else None
+    return f"--nl2sql-predictions={problem}" if problem else None
 
 
 def check_predictions(session: pytest.Session) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_nl2sql.gate.stats import wilson_interval
+from pytest_nl2sql.metrics.summary import accuracy_interval
 
 TABLE_ROWS = 15  # rows of a per-tag / per-database table without -v (the worst first)
 
@@ -13,9 +13,9 @@ def percent(passed: int, total: int) -> str:
     return f"{passed}/{total} = {100.0 * passed / total:.1f}%" if total else f"{passed}/0"
 
 
-def interval(passed: int, total: int) -> str:
+def interval(bucket: dict[str, Any]) -> str:
     """`[95% CI 41.2-58.8%]`: how far the accuracy could move on another sample of cases."""
-    bounds = wilson_interval(passed, total)
+    bounds = accuracy_interval(bucket)
     return f"[95% CI {100 * bounds[0]:.1f}-{100 * bounds[1]:.1f}%]" if bounds else ""
 
 
@@ -43,7 +43,7 @@ def bucket_table(title: str, buckets: dict[str, dict[str, Any]], limit: int | No
         b = buckets[name]
         errors = f"  ({b['errors']} error{'s' if b['errors'] != 1 else ''})" if b.get("errors") else ""
         judged = b["total"] - b.get("errors", 0)
-        lines.append(f"  {name:<{width}}  {percent(b['passed'], judged):<20} {interval(b['passed'], judged)}{errors}".rstrip())
+        lines.append(f"  {name:<{width}}  {percent(b['passed'], judged):<20} {interval(b)}{errors}".rstrip())
     if len(names) > len(shown):
         lines.append(f"  ... {len(names) - len(shown)} more (-v shows all; all of them in --nl2sql-report=json)")
     return lines
@@ -56,7 +56,7 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     if summary["total"]:
         lines.append(f"execution accuracy {percent(summary['passed'], judged)}")
         if judged:
-            lines.append(f"  {interval(summary['passed'], judged)} (Wilson score interval over the judged SQL cases)")
+            lines.append(f"  {interval(summary)} (Wilson score interval over the judged SQL cases)")
         lines.append(f"SQL cases: {summary['total']} ({summary['passed']} passed, {summary['failed']} failed, "
                      f"{summary['errors']} error{'s' if summary['errors'] != 1 else ''})")
     if summary.get("exact_match") is not None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from pytest_nl2sql.files import atomic_write_text
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, latency_percentiles
+from pytest_nl2sql.metrics.summary import accuracy_interval
 from pytest_nl2sql.reports import ReportWriteError, register
 from pytest_nl2sql.vocab import Verdict, hardness_sort_key
 
@@ -91,10 +92,8 @@ def _headline(summary: Mapping[str, Any]) -> str:
 
 def _interval(bucket: Mapping[str, Any]) -> str:
     """`41.2–58.8%`: the bucket's 95% Wilson interval, when the summary has one."""
-    bounds = bucket.get("accuracy_ci")
-    if not isinstance(bounds, (list, tuple)) or len(bounds) != 2 or not all(isinstance(b, (int, float)) for b in bounds):
-        return ""
-    return f"{_percent(bounds[0])}–{_percent(bounds[1])}"
+    bounds = accuracy_interval(bucket)
+    return f"{_percent(bounds[0])}–{_percent(bounds[1])}" if bounds else ""
 
 
 def _errors(items: Sequence[Mapping[str, Any]]) -> str:

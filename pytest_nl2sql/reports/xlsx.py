@@ -38,6 +38,7 @@ from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
 from pytest_nl2sql.files import atomic_open
+from pytest_nl2sql.metrics.summary import accuracy_interval
 from pytest_nl2sql.metrics.termselection import details_text
 from pytest_nl2sql.reports import ReportWriteError, register
 from pytest_nl2sql.reports.md import Trend, trend
@@ -451,10 +452,8 @@ def _bucket_rows(buckets: Mapping[str, Mapping[str, Any]] | None, key: Callable[
 
 def _interval(bucket: Mapping[str, Any]) -> list[Any]:
     """The bucket's 95% Wilson interval as two cells (empty when the summary has none)."""
-    bounds = bucket.get("accuracy_ci")
-    if isinstance(bounds, (list, tuple)) and len(bounds) == 2 and all(isinstance(b, (int, float)) for b in bounds):
-        return [bounds[0], bounds[1]]
-    return [None, None]
+    bounds = accuracy_interval(bucket)
+    return list(bounds) if bounds else [None, None]
 
 
 def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
