@@ -125,19 +125,6 @@ def atomic_write_text(
     return Path(path)
 
 
-def atomic_write_bytes(
-    path: str | os.PathLike[str],
-    data: bytes,
-    *,
-    what: str = "file",
-    error: type[FileWriteError] = FileWriteError,
-) -> Path:
-    """Write `data` to `path` atomically (see `atomic_open`); returns the path."""
-    with atomic_open(path, "wb", what=what, error=error) as f:
-        f.write(data)
-    return Path(path)
-
-
 def _create_temporary(target: Path, fail: Any) -> tuple[str, int]:
     """A new file beside the target, created with mode 0666 so that the umask applies, as it
     does to a file `open()` creates (tempfile.mkstemp would make it 0600)."""

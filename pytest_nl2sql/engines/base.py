@@ -239,12 +239,6 @@ class SizeBudget:
         self.limits = limits
         self.rows = 0
         self.bytes = 0
-        self.largest_row = 0  # bytes of the largest row counted so far
-
-    @property
-    def remaining(self) -> int:
-        """Bytes left before the size cap."""
-        return max(0, self.limits.max_bytes - self.bytes)
 
     def add(self, row: Sequence[Any]) -> None:
         """Count one fetched row; raise `TooManyRows` when a cap is passed."""
@@ -263,8 +257,6 @@ class SizeBudget:
             else:
                 size += value_size(value)
         self.bytes += size
-        if size > self.largest_row:
-            self.largest_row = size
         if self.bytes > self.limits.max_bytes:
             raise TooManyRows(
                 f"the result is larger than {self.limits.max_bytes} bytes (the size cap)"
@@ -291,31 +283,6 @@ def value_size(value: Any) -> int:
     if isinstance(value, memoryview):
         return value.nbytes
     return max(SizeBudget.VALUE_OVERHEAD, sys.getsizeof(value))
-
-
-FETCH_BATCH = 500  # most rows per fetchmany() of `fetch_within`
-
-
-def fetch_within(cursor: Any, limits: Limits) -> list[tuple[Any, ...]]:
-    """Every row of a DB-API cursor as plain values, in batches, stopping at the row and size caps.
-
-    A driver holds a whole batch in memory before the first of its rows is counted, so batches
-    are sized from the rows seen so far: the first is a single row, and each next one no larger
-    than what the remaining size budget holds at the largest row size seen (and at most
-    `FETCH_BATCH`). A result of huge values is thus stopped within about one row of the cap,
-    not one batch. Engines that can stream row by row use `collect_within` instead.
-    """
-    rows: list[tuple[Any, ...]] = []
-    budget = SizeBudget(limits)
-    batch = 1
-    while chunk := cursor.fetchmany(batch):
-        for raw in chunk:
-            row = plain_row(raw)
-            budget.add(row)
-            rows.append(row)
-        room = budget.remaining // max(1, budget.largest_row)
-        batch = max(1, min(FETCH_BATCH, limits.max_rows + 1 - budget.rows, room))
-    return rows
 
 
 def collect_within(source: Iterable[Sequence[Any]], limits: Limits) -> list[tuple[Any, ...]]:
