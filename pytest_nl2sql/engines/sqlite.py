@@ -28,9 +28,11 @@ Each caller gets its own list of rows.
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import os
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -97,10 +99,12 @@ class SqliteEngine:
             kept = _RESULTS.get(key, stamp)
             if kept is not None:
                 return kept
+        started = time.perf_counter()
         answer = run()
+        result = dataclasses.replace(answer.result, seconds=time.perf_counter() - started)
         if stamp is not None and answer.deterministic:
-            _RESULTS.put(key, stamp, answer.result, answer.size)
-        return answer.result
+            _RESULTS.put(key, stamp, result, answer.size)  # a reused result keeps the time it took to compute
+        return result
 
     def _here(self) -> "InProcess":
         if self._local is None:
@@ -234,12 +238,12 @@ class _ResultCache:
                 self._bytes -= size
                 return None
             self._entries.move_to_end(key)
-        return QueryResult(result.columns, list(result.rows))
+        return QueryResult(result.columns, list(result.rows), result.seconds)
 
     def put(self, key: Any, stamp: Any, result: QueryResult, size: int) -> None:
         if size > RESULT_CACHE_ENTRY_BYTES:
             return
-        kept = QueryResult(result.columns, tuple(result.rows))  # type: ignore[arg-type]
+        kept = QueryResult(result.columns, tuple(result.rows), result.seconds)  # type: ignore[arg-type]
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
