@@ -13,11 +13,11 @@ from typing import Any
 
 from pytest_nl2sql.cases.predictions import load_predictions
 from pytest_nl2sql.cases.read import InvalidCase, load_case_file
-from pytest_nl2sql.engines import open_engine
+from pytest_nl2sql.engines import DatabaseMissing, open_engine, probe
 from pytest_nl2sql.engines.base import EngineError, Limits, text_errors_for
 from pytest_nl2sql.gate.baseline import load_baseline
 from pytest_nl2sql.judge.execute import GoldError, judge, run_gold
-from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions, relative_name
+from pytest_nl2sql.judge.pipeline import DEFAULT_NEIGHBOURS, CaseLabel, Pipeline, RunOptions, relative_name
 from pytest_nl2sql.metrics.soft import synonyms_from
 from pytest_nl2sql.metrics.summary import build_report, summarize
 from pytest_nl2sql.vocab import Verdict
@@ -106,22 +106,33 @@ def evaluate_suite(
     baseline: str | Path | None = None,
     rootdir: str | Path | None = None,
     synonyms: Mapping[str, str] | None = None,
+    neighbours: int = DEFAULT_NEIGHBOURS,
+    cache_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """The JSON report's dict (`summary`, `items`) for one case file, as a pytest run writes it.
 
     `predictions`: a predictions file (JSONL, or one query per line); `predict`: a callable given
     each case's `PredictionRequest` (the predictor hook's `case`), returning SQL or a selection;
-    `timeout`, `max_rows`, `compat` ("spider"), `db_dir`, `dsn`, `baseline`: as the options
-    `--nl2sql-…`; `synonyms`: as the ini option `nl2sql_synonyms`. Items are named relative to `rootdir` (default: the current directory), as
-    pytest names them relative to its rootdir.
+    `timeout`, `max_rows`, `compat` ("spider"), `db_dir`, `dsn`, `baseline`, `neighbours`: as the
+    options `--nl2sql-…` (a `dsn` that cannot be opened raises `ValueError`, its password masked);
+    `synonyms`: as the ini option `nl2sql_synonyms`; `cache_dir`: where generated neighbour
+    databases are kept (default `$NL2SQL_CACHE_DIR`, else `~/.cache/pytest-nl2sql`). Items are
+    named relative to `rootdir` (default: the current directory), as pytest names them relative
+    to its rootdir.
     """
     path = Path(path)
     if compat not in (None, "spider"):
         raise ValueError(f"compat: only 'spider' is known, not {compat!r}")
+    if dsn:  # one clear error up front, not the same error on every case
+        try:
+            probe(dsn)
+        except DatabaseMissing as e:
+            raise ValueError(f"dsn cannot be used: {e}") from None
     options = RunOptions(
         limits=Limits(timeout=timeout, max_rows=max_rows), spider_compat=compat == "spider", dsn=dsn,
         db_dir=Path(db_dir) if db_dir is not None else None, fingerprints=baseline is not None,
         synonyms=tuple(synonyms_from(synonyms, "synonyms").items()),
+        neighbours=neighbours, cache_dir=Path(cache_dir) if cache_dir is not None else None,
     )
     pipeline = Pipeline(
         options, hook=predict, predictions=load_predictions(Path(predictions)) if predictions is not None else None,

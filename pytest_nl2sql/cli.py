@@ -12,6 +12,12 @@ contain a query by what its session is; what needs privilege, only the role can 
 combines the JSON reports of a suite's shards (a CI matrix running parts of it) into one run: one
 summary, the baseline and thresholds applied once, the other reports written once, exit code 1
 when the gate fails, as if the suite had run in one process.
+
+    nl2sql copy-db SOURCE_URL TARGET_URL [--replace] [--create] [--strict] [--quiet] [--batch-size N]
+
+copies a database (schema, keys, rows) between SQLite, DuckDB, PostgreSQL and MySQL/MariaDB, so
+that a suite can run on another engine (see pytest_nl2sql/copydb). Exit code 0 when copied, 1
+when something cannot be copied, 2 for a usage error (a bad URL, a non-empty target).
 """
 
 from __future__ import annotations
@@ -141,6 +147,40 @@ def gate_fails(finished: Finished, update_baseline: bool) -> bool:
     return bool(finished.failures or broken or (unexpected and not update_baseline))
 
 
+def _copy_db_command(args: argparse.Namespace) -> int:
+    from pytest_nl2sql.copydb import CopyError, TextProgress, UsageError, copy_database
+
+    def warn(message: str) -> None:
+        if progress is not None:
+            progress.finish()
+        print(f"nl2sql copy-db: warning: {message}", file=sys.stderr)
+
+    progress = None if args.quiet or not sys.stderr.isatty() else TextProgress()
+    try:
+        report = copy_database(args.source, args.target, replace=args.replace, create=args.create, strict=args.strict,
+                               batch_size=args.batch_size, progress=progress, warn=warn)
+    except UsageError as error:
+        print(f"nl2sql copy-db: {error}", file=sys.stderr)
+        return 2
+    except CopyError as error:
+        print(f"nl2sql copy-db: cannot copy: {error}", file=sys.stderr)
+        return 1
+    finally:
+        if progress is not None:
+            progress.finish()
+    if not args.quiet:
+        print(f"nl2sql copy-db: copied {report.tables} tables, {report.rows:,} rows in {report.seconds:.1f} s"
+              + (f" ({len(report.warnings)} warnings)" if report.warnings else ""), file=sys.stderr)
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nl2sql", description="pytest-nl2sql commands that need no pytest run")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -154,7 +194,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     merge.add_argument("--nl2sql-fail-under", dest="fail_under", action="append", help="as the pytest option (repeatable)")
     merge.add_argument("--nl2sql-report", dest="report", action="append", help="FORMAT[:PATH], as the pytest option (repeatable)")
     merge.add_argument("--rootdir", default=".", help="the rootdir the shards ran in (case files are relative to it)")
+    copy = commands.add_parser(
+        "copy-db", help="copy a database (schema, keys, rows) to another engine",
+        description="Copy every table of SOURCE_URL into TARGET_URL: sqlite:///path (or a plain path), "
+                    "duckdb:///path, postgresql://user@host:port/db, mysql://user@host:port/db. File targets are "
+                    "created; a server database must exist unless --create.")
+    copy.add_argument("source", metavar="SOURCE_URL")
+    copy.add_argument("target", metavar="TARGET_URL")
+    copy.add_argument("--replace", action="store_true",
+                      help="the target may hold tables: drop those this copy creates (others stay)")
+    copy.add_argument("--create", action="store_true", help="create the server database when it does not exist")
+    copy.add_argument("--strict", action="store_true",
+                      help="fail instead of leaving out a constraint the data violate or reading a mixed column as text")
+    copy.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary line (warnings stay)")
+    copy.add_argument("--batch-size", type=_positive, default=5000, help="rows per batch (default 5000)")
     args = parser.parse_args(argv)
+    if args.command == "copy-db":
+        return _copy_db_command(args)
     if args.command == "merge-reports":
         return _merge_command(args)
     try:

@@ -38,6 +38,7 @@ class Reason(str, Enum):
     COLUMN_COUNT = "column count"
     VALUES = "values"
     ORDER = "order"
+    NEIGHBOUR = "neighbour database"  # right on the case's database, wrong on a neighbour database
 
 
 class NearMiss(str, Enum):

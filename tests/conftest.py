@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,3 +16,13 @@ def spider_dir() -> Path:
     if not (SPIDER / "dev.json").exists():
         pytest.skip(f"the Spider data is not at {SPIDER} (it ships beside the repo in CI only)")
     return SPIDER
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_neighbour_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One neighbour cache for every run of this session (in-process pytester runs included), so
+    that a database generated once is not generated again by the next test's run; never the
+    developer's own cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NL2SQL_CACHE_DIR", str(tmp_path_factory.mktemp("nl2sql-cache")))
+        yield

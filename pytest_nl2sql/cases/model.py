@@ -17,7 +17,7 @@ from pytest_nl2sql.engines.url import dialect_of
 CASE_KEYS = frozenset(
     {
         "id", "question", "database", "db_id", "db_dir", "gold", "gold_result", "predicted", "predicted_result",
-        "dialect", "order", "tags", "hardness", "compare", "conversation", "hint",
+        "dialect", "order", "tags", "hardness", "compare", "conversation", "hint", "neighbours",
         "name", "comments",
     }
 )
@@ -63,6 +63,7 @@ class Case:
     hint: str | None = None
     name: str | None = None
     tables_json: Path | None = None  # Spider's tables.json beside a `source:` (schema + foreign keys)
+    neighbours: int | None = None  # generated neighbour databases for this case (None: the run's setting)
 
     @property
     def is_term_selection(self) -> bool:

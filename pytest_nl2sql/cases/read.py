@@ -330,6 +330,9 @@ def _case_from_mapping(
         raise ValueError(f"`order` must be one of {', '.join(ORDER_VALUES)}, not {_short(order)}")
     hardness = merged.get("hardness")
     conversation = merged.get("conversation")
+    neighbours = merged.get("neighbours")
+    if neighbours is not None and (isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 0):
+        raise ValueError(f"`neighbours` must be a whole number of neighbour databases, 0 or more, not {_short(neighbours)}")
 
     if conversation is not None:
         if not isinstance(conversation, list):
@@ -379,7 +382,7 @@ def _case_from_mapping(
         database=database, database_target=target, gold=gold, gold_result=gold_result, predicted=predicted,
         predicted_result=predicted_result, dialect=_opt_str(merged.get("dialect")), order=order, tags=tags, hardness=_opt_str(hardness),
         compare=compare, hint=_opt_str(merged.get("hint")), name=_opt_str(merged.get("name")),
-        tables_json=merged.get("tables_json"),
+        tables_json=merged.get("tables_json"), neighbours=neighbours,
     )
 
 

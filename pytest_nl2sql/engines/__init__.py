@@ -2,11 +2,16 @@
 
 `open_engine` turns a case's `database` (a file path or a URL) into an `Engine`;
 `EngineCache` opens each database once and remembers failures, so that the 62 cases of a missing
-database report the same `DatabaseMissing` without 62 attempts to open it.
+database report the same `DatabaseMissing` without 62 attempts to open it. `probe` opens and
+closes a database once, so that a run's `--nl2sql-dsn` that cannot work stops the run up front.
+`Table` and `create_table_ddl` give server schemas the CREATE TABLE text SQLite stores: a model
+writing joins needs the keys, not just the column names.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_nl2sql.engines.base import (
@@ -19,7 +24,7 @@ from pytest_nl2sql.engines.base import (
     QueryTimeout,
     TooManyRows,
 )
-from pytest_nl2sql.engines.url import DatabaseSpec, EngineKind, parse_database
+from pytest_nl2sql.engines.url import DatabaseSpec, EngineKind, mask_secrets, parse_database
 
 __all__ = [
     "DatabaseMissing",
@@ -28,14 +33,18 @@ __all__ = [
     "EngineCache",
     "EngineError",
     "EngineKind",
+    "ForeignKey",
     "Limits",
     "QueryError",
     "QueryResult",
     "QueryTimeout",
+    "Table",
     "TooManyRows",
+    "create_table_ddl",
     "open_engine",
     "open_spec",
     "parse_database",
+    "probe",
 ]
 
 DEFAULT_TEXT_ERRORS = "backslashreplace"
@@ -70,9 +79,67 @@ def open_spec(spec: DatabaseSpec, *, text_errors: str = DEFAULT_TEXT_ERRORS) -> 
         from pytest_nl2sql.engines.postgres import PostgresEngine
 
         return PostgresEngine(spec)
+    if spec.kind is EngineKind.SQLALCHEMY:
+        from pytest_nl2sql.engines.sqlalchemy import SqlalchemyEngine
+
+        return SqlalchemyEngine(spec)
     from pytest_nl2sql.engines.mysql import MysqlEngine
 
     return MysqlEngine(spec)
+
+
+def probe(database: str, *, base_dir: Path | None = None) -> str:
+    """Open `database` and close it again; return its label (a URL naming the engine, password
+    masked). Raises `DatabaseMissing`, its message free of the password, when it cannot work
+    (unknown scheme, missing driver, unreachable server, missing file, a schema it cannot read)."""
+    try:
+        spec = parse_database(database, base_dir)
+        engine = open_spec(spec)
+        try:
+            engine.schema_columns()  # a login that cannot even read the catalogue cannot run a case
+        finally:
+            engine.close()
+    except EngineError as error:
+        raise DatabaseMissing(mask_secrets(str(error), database)) from None
+    return spec.label()
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """`FOREIGN KEY (columns) REFERENCES table (references)`."""
+
+    columns: tuple[str, ...]
+    table: str
+    references: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of a schema as a prompt needs it: typed columns, NOT NULL, primary and foreign keys."""
+
+    name: str
+    columns: tuple[tuple[str, str, bool], ...]  # (name, type, nullable), in declaration order
+    primary_key: tuple[str, ...] = ()
+    foreign_keys: tuple[ForeignKey, ...] = ()
+
+
+def create_table_ddl(tables: Iterable[Table], quote: Callable[[str], str]) -> str:
+    """CREATE TABLE statements (as SQLite stores them for a Spider database), one per table."""
+    statements = []
+    for table in tables:
+        lines = [
+            f"  {quote(name)} {kind}".rstrip() + ("" if nullable else " NOT NULL")
+            for name, kind, nullable in table.columns
+        ]
+        if table.primary_key:
+            lines.append(f"  PRIMARY KEY ({', '.join(map(quote, table.primary_key))})")
+        for key in table.foreign_keys:
+            lines.append(
+                f"  FOREIGN KEY ({', '.join(map(quote, key.columns))}) REFERENCES"
+                f" {quote(key.table)} ({', '.join(map(quote, key.references))})"
+            )
+        statements.append(f"CREATE TABLE {quote(table.name)} (\n" + ",\n".join(lines) + "\n);")
+    return "\n\n".join(statements)
 
 
 class EngineCache:

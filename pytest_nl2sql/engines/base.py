@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,6 +30,11 @@ class Limits:
     max_rows: int = 100_000  # more rows than this is TooManyRows
     max_bytes: int = 256 * 1024 * 1024  # rough size of a whole result held in memory
     max_value_bytes: int = 16 * 1024 * 1024  # largest single string/blob a query may build
+    # Rows of one result held in memory as Python rows. An engine that can stream (`stream`)
+    # raises `ResultTooLarge` from `execute` past it, so that the caller compares the result
+    # streamed (`judge/large.py`) instead; `max_rows` stays the cap for runaway predictions.
+    # At or above `max_rows` it never applies (the row cap is reached first).
+    memory_rows: int = 200_000
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,12 @@ class ConnectionLost(EngineError):
 
 class TooManyRows(EngineError):
     """The result has more rows than `Limits.max_rows`, or is larger than `Limits.max_bytes`."""
+
+
+class ResultTooLarge(EngineError):
+    """The result has more rows than `Limits.memory_rows` (and, so far, no more than `max_rows`):
+    too many to hold as Python rows, but not a runaway. Raised by `execute` of engines that can
+    stream; the caller runs the query again as a stream (`StreamingEngine.stream`)."""
 
 
 class Watchdog:
@@ -140,6 +152,94 @@ class Engine(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class StreamingEngine(Engine, Protocol):
+    """An engine that can also give a result as a stream of bounded batches (SQLite, DuckDB).
+
+    `stream` applies the containment of `execute` (read-only, the statement checks, the time
+    limit, `max_value_bytes`, and `max_rows`: the stream raises `TooManyRows` once more rows
+    arrive), but the result is never held: `max_bytes` and `memory_rows` do not apply. The time
+    limit counts the database's own time (run and fetch), not the consumer's between batches.
+    At most one stream per engine is open at a time; on the SQLite and DuckDB workers, a stream
+    holds the worker until it is closed (another thread's query waits; the same thread's query
+    raises RuntimeError), so a stream must be consumed or closed before the next query.
+    """
+
+    def stream(
+        self, sql: str, limits: Limits, *, trusted: bool = False
+    ) -> AbstractContextManager["BatchStream"]:
+        """`with engine.stream(sql, limits) as result:` `result.columns`, then `for batch in
+        result:` lists of plain-value row tuples. `trusted`: the suite's own SQL (gold)."""
+        ...
+
+
+def can_stream(engine: Any) -> bool:
+    """Whether `engine` implements `StreamingEngine.stream`."""
+    return callable(getattr(engine, "stream", None))
+
+
+class BatchStream:
+    """The batches of one streamed result: `columns`, and an iterator over lists of row tuples.
+
+    Engines build it from their first batch, a `more(seconds_left)` that returns the next
+    `(rows, done)` within the time still left to the query, and a `stop()` that drops the
+    database's cursor. It counts rows against `max_rows` (`TooManyRows` past it) and the time
+    spent inside `more` against `timeout`, so the consumer's own work between batches is never
+    the query's time. Iterate it once; `close()` (the engine's context manager calls it) stops a
+    stream that was not read to its end.
+    """
+
+    def __init__(
+        self,
+        columns: Sequence[str],
+        first: list[tuple[Any, ...]],
+        done: bool,
+        more: Callable[[float], tuple[list[tuple[Any, ...]], bool]],
+        stop: Callable[[], None],
+        limits: Limits,
+        spent: float = 0.0,
+    ) -> None:
+        self.columns = tuple(columns)
+        self.rows = 0  # rows delivered so far
+        self._pending: list[tuple[Any, ...]] | None = first
+        self._done = done
+        self._more = more
+        self._stop = stop
+        self._limits = limits
+        self._spent = spent  # seconds of the time limit used by the database so far
+        self._open = not done
+
+    def __iter__(self) -> Iterator[list[tuple[Any, ...]]]:
+        try:
+            while True:
+                batch, self._pending = self._pending, None
+                if batch is None:
+                    if self._done:
+                        return
+                    started = time.monotonic()
+                    batch, self._done = self._more(max(0.0, self._limits.timeout - self._spent))
+                    self._spent += time.monotonic() - started
+                    if self._done:
+                        self._open = False
+                self.rows += len(batch)
+                if self.rows > self._limits.max_rows:
+                    raise TooManyRows(
+                        f"the result has more than {self._limits.max_rows} rows (the row cap)"
+                    )
+                if batch:
+                    yield batch
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop the query if it has not been read to its end (idempotent)."""
+        if self._open:
+            self._open = False
+            self._done = True
+            self._pending = None
+            self._stop()
 
 
 def plain_value(value: Any) -> Any:
@@ -235,17 +335,26 @@ class SizeBudget:
     ROW_OVERHEAD = 64
     VALUE_OVERHEAD = 16
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, *, spill: bool = False) -> None:
+        """`spill`: the engine can stream, so a result past `Limits.memory_rows` (and within
+        `max_rows`) raises `ResultTooLarge` instead of being held."""
         self.limits = limits
         self.rows = 0
         self.bytes = 0
+        self._memory_rows = limits.memory_rows if spill else None
 
     def add(self, row: Sequence[Any]) -> None:
-        """Count one fetched row; raise `TooManyRows` when a cap is passed."""
+        """Count one fetched row; raise `TooManyRows` when a cap is passed (`ResultTooLarge`
+        past `memory_rows`, when spilling)."""
         self.rows += 1
         if self.rows > self.limits.max_rows:
             raise TooManyRows(
                 f"the result has more than {self.limits.max_rows} rows (the row cap)"
+            )
+        if self._memory_rows is not None and self.rows > self._memory_rows:
+            raise ResultTooLarge(
+                f"the result has more than {self._memory_rows} rows, more than are held in"
+                " memory (Limits.memory_rows): compare it streamed"
             )
         size = self.ROW_OVERHEAD
         for value in row:

@@ -17,16 +17,29 @@ statement, of type SELECT (which includes `FROM t`, `VALUES`, `DESCRIBE`, `SHOW`
 statement object that was checked is the one executed. That refusal matters, because a read-only
 DuckDB connection still accepts `CREATE TEMP TABLE`, which would shadow tables for later queries.
 `READ_ONLY_CONFIG` is locked (`lock_configuration`), so no `SET` can undo it.
+
+A result of more than `Limits.memory_rows` rows is not held: `execute` raises `ResultTooLarge`,
+and the caller reads it again with `stream`, batch by batch from the worker, which the stream
+holds until it is closed (gold and prediction alike run there: `trusted` changes nothing).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.engines.base import INSTALL_HINT, DatabaseMissing, Limits, QueryResult, columns_by_table
+from pytest_nl2sql.engines.base import (
+    INSTALL_HINT,
+    BatchStream,
+    DatabaseMissing,
+    Limits,
+    QueryResult,
+    columns_by_table,
+)
 from pytest_nl2sql.engines.worker import Worker
 
 READ_ONLY_CONFIG = {
@@ -49,22 +62,32 @@ class DuckdbEngine:
 
     dialect = "duckdb"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, worker: Worker | None = None) -> None:
+        """`worker`: a DuckDB worker to open the database in, shared with other engines and kept
+        by the caller (the short-lived engines of neighbour databases); by default, one of its own."""
         self.path = path
         if importlib.util.find_spec("duckdb") is None:  # the parent never imports duckdb itself
             raise DatabaseMissing(f"DuckDB databases need the duckdb package: {INSTALL_HINT}")
         if not path.is_file():
             raise DatabaseMissing(f"database file not found: {path}")
-        self._worker = worker = Worker("duckdb", ADDRESS_SPACE_BYTES, retry_memory_in_fresh=True)
-        self._finalizer = weakref.finalize(self, worker.shutdown)
+        own = worker is None
+        self._worker = worker = worker or new_worker()
         try:
             self._handle = worker.add("duckdb", (str(path), dict(READ_ONLY_CONFIG)))
         except BaseException:
-            self._finalizer()
+            if own:
+                worker.shutdown()
             raise
+        self._finalizer = weakref.finalize(self, worker.shutdown) if own else weakref.finalize(self, worker.remove, self._handle)
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
         return self._worker.query(self._live_handle(), sql, limits).result
+
+    @contextmanager
+    def stream(self, sql: str, limits: Limits, *, trusted: bool = False) -> Iterator[BatchStream]:
+        """The rows of `sql` batch by batch (`base.StreamingEngine.stream`), from the worker."""
+        with self._worker.stream(self._live_handle(), sql, limits) as result:
+            yield result
 
     def _live_handle(self) -> int:
         if not self._finalizer.alive:
@@ -93,3 +116,9 @@ class DuckdbEngine:
 
     def __repr__(self) -> str:
         return f"DuckdbEngine({str(self.path)!r})"
+
+
+def new_worker() -> Worker:
+    """A DuckDB worker process (started on its first query), for one engine or several."""
+    return Worker("duckdb", ADDRESS_SPACE_BYTES, retry_memory_in_fresh=True)
+

@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pytest_nl2sql.engines import ForeignKey, Table, create_table_ddl
 from pytest_nl2sql.engines.base import (
     ConnectionLost,
     DatabaseMissing,
@@ -50,7 +51,6 @@ from pytest_nl2sql.engines.base import (
     check_single_select,
     collect_within,
     columns_by_table,
-    ddl_from_columns,
     import_driver,
     plain_row,
 )
@@ -81,6 +81,7 @@ class MysqlEngine:
         self.spec = spec
         self._pymysql = import_driver("pymysql", "MySQL/MariaDB databases need the PyMySQL driver")
         self._conn: Any = None
+        self._columns: dict[str, list[str]] | None = None  # schema_columns(), read on first use
         self._mariadb = False
         self._opened = False  # once open, failing to reopen is a lost server, not a bad case
         self._can_reset = True  # COM_RESET_CONNECTION works on this server
@@ -273,16 +274,20 @@ class MysqlEngine:
     # -- schema -------------------------------------------------------------------------------
 
     def schema_columns(self) -> dict[str, list[str]]:
-        return columns_by_table(self._schema_rows())
+        """{table: [column]}, read once per engine: every translated query asks for it, and a
+        database under evaluation does not change its tables mid-run."""
+        if self._columns is None:
+            self._columns = columns_by_table(self._catalogue(_COLUMNS_QUERY))
+        return {table: list(columns) for table, columns in self._columns.items()}
 
     def schema_ddl(self) -> str:
-        return ddl_from_columns(self._schema_rows(), _quote)
+        """CREATE TABLE text with NOT NULL, primary and foreign keys (a prompt needs the join keys)."""
+        columns = self._catalogue(_COLUMNS_QUERY)
+        keys = self._catalogue(_KEYS_QUERY)
+        return create_table_ddl(_tables(columns, keys), _quote)
 
-    def _schema_rows(self) -> list[tuple[str, str, str]]:
-        query = (
-            "SELECT table_name, column_name, column_type FROM information_schema.columns"
-            " WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position"
-        )
+    def _catalogue(self, query: str) -> list[tuple[Any, ...]]:
+        """Rows of a catalogue query; a connection that died while idle is reopened once."""
         pymysql = self._pymysql
         for attempt in (1, 2):
             conn = self._connection()
@@ -290,7 +295,7 @@ class MysqlEngine:
                 with conn.cursor() as cursor:
                     cursor.execute(query)
                     rows = cursor.fetchall()
-                return [tuple(plain_row(row)) for row in rows]  # type: ignore[misc]
+                return [tuple(plain_row(row)) for row in rows]
             except pymysql.Error as error:
                 if not self._gone(error, conn):
                     raise QueryError(_message(error)) from None
@@ -307,6 +312,44 @@ class MysqlEngine:
 
     def __repr__(self) -> str:
         return f"MysqlEngine({self.spec.describe()!r})"
+
+
+_COLUMNS_QUERY = (
+    "SELECT table_name, column_name, column_type, is_nullable = 'YES'"
+    " FROM information_schema.columns"
+    " WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position"
+)
+# Primary and foreign keys, one row per key column, in key order.
+_KEYS_QUERY = (
+    "SELECT table_name, constraint_name, column_name, referenced_table_name, referenced_column_name"
+    " FROM information_schema.key_column_usage"
+    " WHERE table_schema = DATABASE()"
+    " AND (constraint_name = 'PRIMARY' OR referenced_table_name IS NOT NULL)"
+    " ORDER BY table_name, constraint_name = 'PRIMARY' DESC, constraint_name, ordinal_position"
+)
+
+
+def _tables(columns: list[tuple[Any, ...]], keys: list[tuple[Any, ...]]) -> list[Table]:
+    """`Table`s from (table, column, type, nullable) rows and key-column rows."""
+    shapes: dict[str, list[tuple[str, str, bool]]] = {}
+    for table, column, kind, nullable in columns:
+        shapes.setdefault(table, []).append((column, kind, bool(nullable)))
+    primary: dict[str, list[str]] = {}
+    foreign: dict[tuple[str, str], tuple[list[str], str, list[str]]] = {}
+    for table, constraint, column, referenced, their in keys:
+        if constraint == "PRIMARY":
+            primary.setdefault(table, []).append(column)
+        else:
+            own, _, theirs = foreign.setdefault((table, constraint), ([], referenced, []))
+            own.append(column)
+            theirs.append(their)
+    by_table: dict[str, list[ForeignKey]] = {}
+    for (table, _), (own, referenced, theirs) in foreign.items():
+        by_table.setdefault(table, []).append(ForeignKey(tuple(own), referenced, tuple(theirs)))
+    return [
+        Table(name, tuple(cols), tuple(primary.get(name, ())), tuple(by_table.get(name, ())))
+        for name, cols in shapes.items()
+    ]
 
 
 def _message(error: Any) -> str:

@@ -43,6 +43,7 @@ import contextlib
 import itertools
 from typing import Any
 
+from pytest_nl2sql.engines import ForeignKey, Table, create_table_ddl
 from pytest_nl2sql.engines.base import (
     ConnectionLost,
     DatabaseMissing,
@@ -55,7 +56,6 @@ from pytest_nl2sql.engines.base import (
     check_single_select,
     collect_within,
     columns_by_table,
-    ddl_from_columns,
     import_driver,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
@@ -89,6 +89,7 @@ class PostgresEngine:
         self.spec = spec
         self._psycopg = import_driver("psycopg", "PostgreSQL databases need the psycopg driver")
         self._conn: Any = None
+        self._columns: dict[str, list[str]] | None = None  # schema_columns(), read on first use
         self._opened = False  # once open, failing to reopen is a lost server, not a bad case
         self._cursor_names = itertools.count()
         self._connection()  # fail now (DatabaseMissing) rather than on every case
@@ -220,23 +221,25 @@ class PostgresEngine:
     # -- schema -------------------------------------------------------------------------------
 
     def schema_columns(self) -> dict[str, list[str]]:
-        return columns_by_table(self._schema_rows())
+        """{table: [column]}, read once per engine: every translated query asks for it, and a
+        database under evaluation does not change its tables mid-run."""
+        if self._columns is None:
+            self._columns = columns_by_table(self._catalogue(_COLUMNS_QUERY))
+        return {table: list(columns) for table, columns in self._columns.items()}
 
     def schema_ddl(self) -> str:
-        return ddl_from_columns(self._schema_rows(), _quote)
+        """CREATE TABLE text with NOT NULL, primary and foreign keys (a prompt needs the join keys)."""
+        columns = self._catalogue(_COLUMNS_QUERY)
+        keys = self._catalogue(_KEYS_QUERY)
+        return create_table_ddl(_tables(columns, keys), _quote)
 
-    def _schema_rows(self) -> list[tuple[str, str, str]]:
-        query = (
-            "SELECT c.table_name, c.column_name, c.data_type"
-            " FROM information_schema.columns c JOIN information_schema.tables t"
-            " ON t.table_schema = c.table_schema AND t.table_name = c.table_name"
-            " WHERE c.table_schema = ANY (current_schemas(false))"
-            " ORDER BY t.table_name, c.ordinal_position"
-        )
+    def _catalogue(self, query: str) -> list[tuple[Any, ...]]:
+        """Rows of a catalogue query (a statement of its own: the connection is in autocommit);
+        a connection that died while idle is reopened once."""
         for attempt in (1, 2):
             conn = self._connection()
             try:
-                return conn.execute(query).fetchall()  # autocommit: a statement of its own
+                return conn.execute(query).fetchall()
             except self._psycopg.Error as error:
                 if not self._lost(conn):
                     raise QueryError(_message(error)) from None
@@ -253,6 +256,49 @@ class PostgresEngine:
 
     def __repr__(self) -> str:
         return f"PostgresEngine({self.spec.describe()!r})"
+
+
+# The tables and columns the login may see, in the schemas of its search path.
+_COLUMNS_QUERY = (
+    "SELECT c.table_name, c.column_name, c.data_type, c.is_nullable = 'YES'"
+    " FROM information_schema.columns c JOIN information_schema.tables t"
+    " ON t.table_schema = c.table_schema AND t.table_name = c.table_name"
+    " WHERE c.table_schema = ANY (current_schemas(false))"
+    " ORDER BY t.table_name, c.ordinal_position"
+)
+# Primary ('p') and foreign ('f') keys of those tables, columns in key order.
+_KEYS_QUERY = (
+    "SELECT cl.relname, con.contype::text,"
+    " ARRAY(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(n, i)"
+    "  JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n ORDER BY k.i),"
+    " rcl.relname::text,"
+    " ARRAY(SELECT a.attname::text FROM unnest(con.confkey) WITH ORDINALITY k(n, i)"
+    "  JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.i)"
+    " FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid"
+    " JOIN pg_namespace ns ON ns.oid = cl.relnamespace"
+    " LEFT JOIN pg_class rcl ON rcl.oid = con.confrelid"
+    " WHERE con.contype IN ('p', 'f') AND ns.nspname = ANY (current_schemas(false))"
+    " ORDER BY cl.relname, con.contype DESC, con.conname"
+)
+
+
+def _tables(columns: list[tuple[Any, ...]], keys: list[tuple[Any, ...]]) -> list[Table]:
+    """`Table`s from (table, column, type, nullable) and (table, 'p'|'f', columns, referenced
+    table, referenced columns) rows."""
+    shapes: dict[str, list[tuple[str, str, bool]]] = {}
+    for table, column, kind, nullable in columns:
+        shapes.setdefault(table, []).append((column, kind, bool(nullable)))
+    primary: dict[str, tuple[str, ...]] = {}
+    foreign: dict[str, list[ForeignKey]] = {}
+    for table, kind, own, referenced, their in keys:
+        if kind == "p":
+            primary[table] = tuple(own)
+        elif referenced:
+            foreign.setdefault(table, []).append(ForeignKey(tuple(own), referenced, tuple(their or ())))
+    return [
+        Table(name, tuple(cols), primary.get(name, ()), tuple(foreign.get(name, ())))
+        for name, cols in shapes.items()
+    ]
 
 
 def _stream_rows(conn: Any, cursor_name: str, limits: Limits) -> list[tuple[Any, ...]]:

@@ -23,6 +23,12 @@ and limits while the file's inode and SQLite's `PRAGMA data_version` (read on a 
 engine's own, it changes with every commit by anyone) are unchanged. In Spider, a third of the
 queries repeat one already run (paraphrased questions share their gold; predictions repeat gold).
 Each caller gets its own list of rows.
+
+A result of more than `Limits.memory_rows` rows is not held: `execute` raises `ResultTooLarge`,
+and the caller reads it again with `stream` (batches, under the same guards and `max_rows`,
+never held whole; `judge/large.py` compares results so). A trusted stream, and an untrusted one
+whose steps are bounded, run in this process on a connection of their own (a query may run on
+the engine meanwhile); any other runs in the worker, which it holds until the stream is closed.
 """
 
 from __future__ import annotations
@@ -34,10 +40,19 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.engines.base import DatabaseMissing, Limits, QueryError, QueryResult, SizeBudget
+from pytest_nl2sql.engines.base import (
+    BatchStream,
+    DatabaseMissing,
+    Limits,
+    QueryError,
+    QueryResult,
+    SizeBudget,
+)
 from pytest_nl2sql.engines.worker import REFUSAL_ERRORS, Answer, shared_worker
 from pytest_nl2sql.engines.worker_child import (  # noqa: F401  (re-exported)
     ALLOWED_PRAGMAS,
@@ -61,7 +76,10 @@ class SqliteEngine:
 
     dialect = "sqlite"
 
-    def __init__(self, path: Path, *, text_errors: str = "backslashreplace") -> None:
+    def __init__(self, path: Path, *, text_errors: str = "backslashreplace", immutable: bool = False) -> None:
+        """`immutable`: a file nobody changes while it is open (a generated neighbour database in
+        the cache): its results are not kept for reuse, and the worker opens it only when a query
+        needs the worker (most run in this process), which makes a short-lived engine cheap."""
         codecs.lookup_error(text_errors)  # unknown handler names fail here, not mid-query
         self.path = path
         self.text_errors = text_errors
@@ -71,26 +89,52 @@ class SqliteEngine:
         if not path.is_file():
             raise DatabaseMissing(f"database path is not a file: {path}")
         self._worker = shared_worker("sqlite", ADDRESS_SPACE_BYTES)
-        self._handle: int | None = self._worker.add("sqlite", (str(path), text_errors))
-        self._version = _DataVersion(path) if RESULT_CACHE_BYTES > 0 else None
+        self._closed = False
+        self._handle: int | None = None if immutable else self._worker.add("sqlite", (str(path), text_errors))
+        self._version = _DataVersion(path) if RESULT_CACHE_BYTES > 0 and not immutable else None
         self._local: InProcess | None = None  # the in-process session of trusted queries, opened on first use
+        self._stream_local: InProcess | None = None  # the in-process session of streams, likewise
+        self._streaming = False  # a stream of this engine is open
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
         """Untrusted SQL (a prediction): in this process when every function it calls is bounded
         per step (the progress handler then stops it at the deadline), else in the worker, which
         is killed when a single step outlasts the deadline."""
-        handle = self._live_handle()
+        self._check_open()
         here = self._here()
         if here.session.steps_are_bounded(sql):
             return self._execute(sql, limits, lambda: here.answer(sql, limits))
+        handle = self._live_handle()
         return self._execute(sql, limits, lambda: self._worker.query(handle, sql, limits))
 
     def execute_trusted(self, sql: str, limits: Limits) -> QueryResult:
         """The suite author's SQL (a gold query, as trusted as conftest.py): in this process, under
         the same guards (read-only, authorizer, deadline, caps), without the round trip to the
         worker; what it cannot have is the kill of a query that holds one step past the deadline."""
-        self._live_handle()
+        self._check_open()
         return self._execute(sql, limits, lambda: self._here().answer(sql, limits))
+
+    @contextmanager
+    def stream(self, sql: str, limits: Limits, *, trusted: bool = False) -> Iterator[BatchStream]:
+        """The rows of `sql` batch by batch (`base.StreamingEngine.stream`): in this process when
+        trusted or bounded per step, as `execute` decides, else in the worker. One stream per
+        engine at a time."""
+        self._check_open()
+        if self._streaming:
+            raise RuntimeError(f"a stream is already open on {self!r}: close it first")
+        here = self._here()
+        self._streaming = True
+        try:
+            if trusted or here.session.steps_are_bounded(sql):
+                if self._stream_local is None:
+                    self._stream_local = InProcess(SqliteSession(str(self.path), self.text_errors))
+                with self._stream_local.stream(sql, limits) as result:
+                    yield result
+            else:
+                with self._worker.stream(self._live_handle(), sql, limits) as result:
+                    yield result
+        finally:
+            self._streaming = False
 
     def _execute(self, sql: str, limits: Limits, run: Any) -> QueryResult:
         stamp = self._version.stamp() if self._version is not None else None
@@ -111,9 +155,15 @@ class SqliteEngine:
             self._local = InProcess(SqliteSession(str(self.path), self.text_errors))
         return self._local
 
-    def _live_handle(self) -> int:
-        if self._handle is None:
+    def _check_open(self) -> None:
+        if self._closed:
             raise DatabaseMissing(f"the engine for {self.path} is closed")
+
+    def _live_handle(self) -> int:
+        """The database's handle in the worker, opening it there on first need."""
+        self._check_open()
+        if self._handle is None:
+            self._handle = self._worker.add("sqlite", (str(self.path), self.text_errors))
         return self._handle
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -145,9 +195,11 @@ class SqliteEngine:
         return {table: list(columns) for table, columns in self._schema_columns.items()}
 
     def close(self) -> None:
-        if self._local is not None:
-            self._local.session.close()
-            self._local = None
+        self._closed = True
+        for local in (self._local, self._stream_local):
+            if local is not None:
+                local.session.close()
+        self._local = self._stream_local = None
         handle, self._handle = self._handle, None
         if handle is not None:
             self._worker.remove(handle)
@@ -165,7 +217,7 @@ class InProcess:
         self.session = session
 
     def answer(self, sql: str, limits: Limits) -> Answer:
-        budget = SizeBudget(limits)
+        budget = SizeBudget(limits, spill=True)
         kept: list[tuple[Any, ...]] = []
         try:
             columns, rows, done, deterministic = self.session.run(
@@ -182,6 +234,30 @@ class InProcess:
         finally:
             self.session.stop()
         return Answer(QueryResult(tuple(columns), kept), deterministic, budget.bytes)
+
+    @contextmanager
+    def stream(self, sql: str, limits: Limits) -> Iterator[BatchStream]:
+        """The session's batches as a `BatchStream`; refusals raised as the worker raises them."""
+        session = self.session
+        translated = _translating_refusals
+        started = time.monotonic()
+        columns, rows, done, _ = translated(
+            session.run, sql, limits.timeout, limits.timeout, limits.max_rows, limits.max_value_bytes)
+        result = BatchStream(
+            columns, rows, done, lambda left: translated(session.more, left), session.stop, limits,
+            spent=time.monotonic() - started,
+        )
+        try:
+            yield result
+        finally:
+            result.close()
+
+
+def _translating_refusals(call: Any, *args: Any) -> Any:
+    try:
+        return call(*args)
+    except Refusal as refusal:
+        raise REFUSAL_ERRORS.get(refusal.kind, QueryError)(refusal.message) from None
 
 
 class _DataVersion:

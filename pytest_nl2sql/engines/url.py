@@ -4,6 +4,11 @@ A plain path is relative to the case file's directory (`base_dir`). A URL is rea
 reads it (SQLAlchemy conventions): `sqlite:///rel.db` is relative to the current directory,
 `sqlite:////abs.db` is absolute. The spec's `key` names the database uniquely, so that two cases
 naming one database in different spellings share one cached connection.
+
+A URL whose scheme is none of our own engines' (Snowflake, BigQuery, Trino, SQL Server, ...) goes
+to the SQLAlchemy engine. It is checked here, when the spec is made, that SQLAlchemy knows the
+dialect and that its driver imports: a URL that can never work fails once, naming what to install,
+before any case runs.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from pytest_nl2sql.engines.base import DatabaseMissing
 
 
 class EngineKind(enum.Enum):
-    """The database systems we have an engine for; the value is the sqlglot dialect name."""
+    """The database systems we have an engine for; the value is the sqlglot dialect name of the
+    native ones (`SQLALCHEMY` runs every other URL; its dialect is the spec's `dialect`)."""
 
     SQLITE = "sqlite"
     DUCKDB = "duckdb"
     POSTGRES = "postgres"
     MYSQL = "mysql"
+    SQLALCHEMY = "sqlalchemy"
 
 
 # URL scheme (before any `+driver`) -> engine. SQLAlchemy spellings included.
@@ -37,6 +44,80 @@ _SCHEMES: dict[str, EngineKind] = {
 }
 
 _IN_MEMORY = {"", ":memory:"}
+
+# SQLAlchemy dialect name (`Dialect.name`, or a URL scheme) -> sqlglot dialect, where they differ
+# or where sqlglot has a dialect of that name. A name sqlglot does not know is sqlglot's generic
+# dialect ("").
+SQLGLOT_DIALECTS: dict[str, str] = {
+    "postgresql": "postgres",
+    "postgres": "postgres",
+    "cockroachdb": "postgres",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "sqlite": "sqlite",
+    "duckdb": "duckdb",
+    "mssql": "tsql",
+    "oracle": "oracle",
+    "snowflake": "snowflake",
+    "bigquery": "bigquery",
+    "trino": "trino",
+    "presto": "presto",
+    "redshift": "redshift",
+    "databricks": "databricks",
+    "hive": "hive",
+    "spark": "spark",
+    "sparksql": "spark",
+    "clickhouse": "clickhouse",
+    "clickhousedb": "clickhouse",
+    "awsathena": "athena",
+    "athena": "athena",
+    "teradatasql": "teradata",
+    "teradata": "teradata",
+    "doris": "doris",
+    "starrocks": "starrocks",
+    "singlestoredb": "singlestore",
+    "singlestore": "singlestore",
+    "drill": "drill",
+    "druid": "druid",
+    "risingwave": "risingwave",
+    "materialize": "materialize",
+    "exasol": "exasol",
+    "dremio": "dremio",
+}
+
+# The package that brings a SQLAlchemy dialect (or its default driver), for the install hint.
+DIALECT_PACKAGES: dict[str, str] = {
+    "snowflake": "snowflake-sqlalchemy",
+    "bigquery": "sqlalchemy-bigquery",
+    "trino": "trino[sqlalchemy]",
+    "presto": "pyhive[presto]",
+    "redshift": "sqlalchemy-redshift",
+    "databricks": "databricks-sqlalchemy",
+    "hive": "pyhive[hive]",
+    "clickhouse": "clickhouse-sqlalchemy",
+    "awsathena": "pyathena[sqlalchemy]",
+    "oracle": "oracledb",
+    "mssql": "pyodbc (or pymssql)",
+    "cockroachdb": "sqlalchemy-cockroachdb",
+    "teradatasql": "teradatasqlalchemy",
+}
+
+SQLALCHEMY_HINT = "install pytest-nl2sql[sqlalchemy] and the dialect's package"
+
+
+def sqlglot_dialect(name: str) -> str:
+    """The sqlglot dialect of a SQLAlchemy dialect name: mapped, or the name itself when sqlglot
+    knows it, else sqlglot's generic dialect ("")."""
+    lowered = name.lower()
+    if lowered in SQLGLOT_DIALECTS:
+        return SQLGLOT_DIALECTS[lowered]
+    from sqlglot.dialects.dialect import Dialect
+
+    try:
+        Dialect.get_or_raise(lowered)
+    except ValueError:
+        return ""
+    return lowered
 
 
 @dataclass(frozen=True)
@@ -57,8 +138,13 @@ class DatabaseSpec:
 
     kind: EngineKind
     path: Path | None = None  # file engines: absolute, resolved path
-    url: str | None = None  # server engines: the URL with any `+driver` removed
+    url: str | None = None  # server engines: the URL with any `+driver` removed (SQLAlchemy: as written)
     server: ServerAddress | None = None
+    dialect: str = ""  # the sqlglot dialect of the database
+
+    def __post_init__(self) -> None:
+        if not self.dialect and self.kind is not EngineKind.SQLALCHEMY:
+            object.__setattr__(self, "dialect", self.kind.value)
 
     @property
     def key(self) -> str:
@@ -73,6 +159,13 @@ class DatabaseSpec:
             return str(self.path)
         return _redact(self.url or "")
 
+    def label(self) -> str:
+        """The database as a URL that names its engine, password masked, for reports:
+        `postgresql://user:***@127.0.0.1:5432/db`, `sqlite:////abs/shop.sqlite`."""
+        if self.path is not None:
+            return f"{self.kind.value}:///{self.path.as_posix()}"
+        return _redact(self.url or "")
+
 
 def looks_like_url(database: str) -> bool:
     """True for `scheme://...`; a Windows drive path (`C:\\x.db`) is not a URL."""
@@ -81,11 +174,21 @@ def looks_like_url(database: str) -> bool:
 
 
 def dialect_of(database: str) -> str:
-    """The sqlglot dialect of a database spec, read off its URL scheme (a plain path is SQLite)."""
+    """The sqlglot dialect of a database spec, read off its URL scheme (a plain path is SQLite).
+
+    A scheme of none of our engines is a SQLAlchemy dialect: its own name when known, else the
+    name of the dialect SQLAlchemy loads for it (an alias registered by the user)."""
     if not looks_like_url(database):
         return EngineKind.SQLITE.value
     scheme = database.partition("://")[0].partition("+")[0].lower()
-    return _SCHEMES.get(scheme, EngineKind.SQLITE).value
+    if scheme in _SCHEMES:
+        return _SCHEMES[scheme].value
+    if scheme in SQLGLOT_DIALECTS:
+        return SQLGLOT_DIALECTS[scheme]
+    try:
+        return _sqlalchemy_spec(database).dialect
+    except DatabaseMissing:
+        return EngineKind.SQLITE.value  # as before: the case reports the missing database itself
 
 
 def parse_database(database: str, base_dir: Path | None = None) -> DatabaseSpec:
@@ -100,15 +203,75 @@ def parse_database(database: str, base_dir: Path | None = None) -> DatabaseSpec:
     scheme, _, _driver = parts.scheme.lower().partition("+")
     kind = _SCHEMES.get(scheme)
     if kind is None:
-        known = ", ".join(sorted(_SCHEMES))
-        raise DatabaseMissing(
-            f"unsupported database URL scheme {parts.scheme!r} in {_redact(text)!r}: "
-            f"pytest-nl2sql runs {known}"
-        )
+        return _sqlalchemy_spec(text)
     if kind in (EngineKind.SQLITE, EngineKind.DUCKDB):
         return DatabaseSpec(kind, path=_file_url_path(kind, text))
     plain = parts._replace(scheme=scheme).geturl()
     return DatabaseSpec(kind, url=plain, server=_server_address(parts))
+
+
+def _sqlalchemy_spec(text: str) -> DatabaseSpec:
+    """A URL of no native engine, for the SQLAlchemy engine: SQLAlchemy must read it, know its
+    dialect, and import the dialect's driver, else `DatabaseMissing` says what to install."""
+    shown = _redact(text)
+    scheme = text.partition("://")[0]
+    native = ", ".join(sorted(_SCHEMES))
+    try:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+    except ImportError:
+        raise DatabaseMissing(
+            f"{shown!r}: a {scheme!r} URL runs through SQLAlchemy, which is not installed"
+            f" ({SQLALCHEMY_HINT}; pytest-nl2sql itself runs {native})"
+        ) from None
+    try:
+        url = make_url(text)
+    except (ArgumentError, ValueError):
+        raise DatabaseMissing(f"cannot read the database URL {shown!r}") from None
+    name = url.get_backend_name()
+    package = DIALECT_PACKAGES.get(name, "")
+    hint = f"{SQLALCHEMY_HINT}" + (f" ({package})" if package else "")
+    try:
+        dialect_class = url.get_dialect()
+    except NoSuchModuleError:
+        if name in DIALECT_PACKAGES or name in SQLGLOT_DIALECTS:
+            raise DatabaseMissing(f"{shown!r}: the SQLAlchemy dialect {name!r} is not installed; {hint}") from None
+        raise DatabaseMissing(
+            f"unknown database URL scheme {scheme!r} in {shown!r}: neither one of pytest-nl2sql's"
+            f" engines ({native}) nor a SQLAlchemy dialect installed here; {hint}"
+        ) from None
+    except ImportError as error:
+        raise DatabaseMissing(f"{shown!r}: the {scheme!r} dialect cannot load ({error}); {hint}") from None
+    try:
+        dialect_class.import_dbapi()
+    except ImportError as error:
+        missing = getattr(error, "name", None) or str(error)
+        raise DatabaseMissing(
+            f"{shown!r}: the {scheme!r} dialect needs its driver {missing!r}, which is not installed; {hint}"
+        ) from None
+    except Exception:  # noqa: BLE001 - a dialect without a driver to import (a mock): let it open
+        pass
+    return DatabaseSpec(
+        EngineKind.SQLALCHEMY,
+        url=text,
+        server=_server_address(urlsplit(text)),
+        dialect=sqlglot_dialect(getattr(dialect_class, "name", name) or name),
+    )
+
+
+def mask_secrets(message: str, url: str) -> str:
+    """`message` with the password of `url` (as written and decoded) replaced by `***`: driver
+    errors may quote the URL they were given."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    message = message.replace(url, _redact(url))
+    if password:
+        for secret in {password, unquote(password)}:
+            if len(secret) >= 3:  # a one-letter password would mask every such letter
+                message = message.replace(secret, "***")
+    return message
 
 
 def _resolve(path: Path, base_dir: Path | None) -> Path:
@@ -150,14 +313,26 @@ def _server_address(parts: SplitResult) -> ServerAddress:
     )
 
 
+def redact(url: str) -> str:
+    """The URL with its password replaced by `***`, for messages and reports."""
+    return _redact(url)
+
+
 def _redact(url: str) -> str:
     """The URL with its password replaced by `***`, for messages and reports."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+        port = parts.port
+    except ValueError:  # an unreadable port or netloc: hide everything between :// and @
+        scheme, sep, rest = url.partition("://")
+        user, at, host = rest.rpartition("@")
+        return f"{scheme}{sep}{user.partition(':')[0]}:***@{host}" if at else url
+    if password is None:
         return url
     user = parts.username or ""
     host = parts.hostname or ""
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    netloc = f"{user}:***@{host}" + (f":{port}" if port else "")
     return parts._replace(netloc=netloc).geturl()

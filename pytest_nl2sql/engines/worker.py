@@ -16,6 +16,8 @@ answers one request at a time over a pipe, and has its address space capped (`RL
   naming the memory; the child is then replaced, since its heap may stay reserved. Rows come
   back in bounded batches and the parent counts them with `SizeBudget` as they arrive, saying
   `stop` once a cap is passed, so the parent holds at most the capped result plus one batch.
+  A result of more than `Limits.memory_rows` rows is `ResultTooLarge`: the caller reads it as a
+  stream instead (`stream`), one batch at a time.
 * A child that dies during a request by a crash signal (SIGSEGV, SIGABRT...) crashed on the query:
   `QueryError`. One that ends otherwise (killed from outside, the OOM killer) is `ConnectionLost`,
   which the pipeline retries once.
@@ -24,7 +26,10 @@ The process is persistent: one request costs a round trip over a pipe (tens of m
 mostly the two processes waking each other; see `SPIN_SECONDS`), not a process start (~20 ms).
 SQLite engines share one worker per process (`shared_worker`), since a SQLite connection is cheap
 and the cap on the child covers all of them; each DuckDB engine has its own, since a DuckDB
-instance reserves much address space of its own. Requests are serialised by a lock. Messages are
+instance reserves much address space of its own. Requests are serialised by a lock. The worker
+serves one query at a time: an open stream (`stream`) holds the lock until it is closed, so
+another thread's request waits for it, and a request from the thread that holds the stream is a
+RuntimeError (it would wait for itself): consume or close a stream before the next query. Messages are
 `marshal` dumps of plain values (see `worker_child.py`). A worker inherited through `fork` is left
 to the process that started it; the forked process starts its own. At interpreter exit every
 worker is shut down; a child also ends by itself when its parent is gone. POSIX only (`poll`).
@@ -43,11 +48,14 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_nl2sql.engines.base import (
+    BatchStream,
     ConnectionLost,
     DatabaseMissing,
     EngineError,
@@ -55,6 +63,7 @@ from pytest_nl2sql.engines.base import (
     QueryError,
     QueryResult,
     QueryTimeout,
+    ResultTooLarge,
     SizeBudget,
     TooManyRows,
 )
@@ -135,6 +144,7 @@ class Worker:
         self._next_handle = 0
         self._served = 0  # queries run in the current child
         self._last_exit: int | None = None
+        self._streaming: int | None = None  # the thread whose stream holds the worker
         _LIVE.add(self)
 
     # -- public ---------------------------------------------------------------------------------
@@ -142,6 +152,7 @@ class Worker:
     def add(self, kind: str, args: tuple[Any, ...]) -> int:
         """Register a database (`kind`: a `worker_child.OPENERS` key) and open it now, so that a
         missing or unreadable database fails here (`DatabaseMissing`); returns its handle."""
+        self._check_not_streaming()
         with self._lock:
             handle = self._next_handle
             self._next_handle += 1
@@ -155,6 +166,7 @@ class Worker:
 
     def remove(self, handle: int) -> None:
         """Forget a database and close its connection in the child."""
+        self._check_not_streaming()
         with self._lock:
             self._openers.pop(handle, None)
             if handle in self._opened and self._running():
@@ -166,6 +178,7 @@ class Worker:
 
     def query(self, handle: int, sql: str, limits: Limits) -> Answer:
         """Run untrusted SQL on the database `handle` within `limits`."""
+        self._check_not_streaming()
         with self._lock:
             self._prepare(handle)  # (re)starting the child is not the query's time
             end = time.monotonic() + limits.timeout
@@ -190,13 +203,13 @@ class Worker:
         )  # fmt: skip
         try:
             columns, rows, done, deterministic = self._ask(request, deadline)
-            budget = SizeBudget(limits)
+            budget = SizeBudget(limits, spill=True)
             kept: list[tuple[Any, ...]] = []
             while True:
                 try:
                     for row in rows:
                         budget.add(row)
-                except TooManyRows:
+                except (TooManyRows, ResultTooLarge):
                     self._ask(("stop", handle), deadline)
                     raise
                 kept.extend(rows)
@@ -208,14 +221,73 @@ class Worker:
         except _Gone:
             raise self._lost(during_query=True) from None
 
+    @contextmanager
+    def stream(self, handle: int, sql: str, limits: Limits) -> Iterator[BatchStream]:
+        """Run untrusted SQL on the database `handle` and give its rows batch by batch; the
+        worker is held (its lock) until the stream is closed. The time limit counts the child's
+        time (each batch's round trip); the child re-sets its deadline to what is left at each
+        batch, so the consumer's time between batches is not the query's."""
+        self._check_not_streaming()
+        with self._lock:
+            self._streaming = threading.get_ident()
+            try:
+                self._prepare(handle)
+                self._served += 1
+                timeout = limits.timeout
+                started = time.monotonic()
+                request = (
+                    "run", handle, sql, timeout, timeout, limits.max_rows, limits.max_value_bytes,
+                )  # fmt: skip
+                columns, rows, done, _ = self._stream_ask(request, started + timeout, timeout)
+
+                def more(left: float) -> tuple[list[tuple[Any, ...]], bool]:
+                    return self._stream_ask(("more", handle, left), time.monotonic() + left, timeout)
+
+                def stop() -> None:
+                    if self._running() and handle in self._opened:
+                        try:
+                            self._ask(("stop", handle), time.monotonic() + SETUP_SECONDS)
+                        except (EngineError, _Overdue, _Gone):
+                            pass
+
+                result = BatchStream(
+                    columns, rows, done, more, stop, limits, spent=time.monotonic() - started
+                )
+                try:
+                    yield result
+                finally:
+                    result.close()
+            finally:
+                self._streaming = None
+
+    def _stream_ask(self, message: tuple[Any, ...], end: float, timeout: float) -> Any:
+        """One request of a stream, due by `end` (plus the grace), its failures as `EngineError`s."""
+        try:
+            return self._ask(message, end + GRACE_SECONDS)
+        except _OutOfMemory as error:
+            raise TooManyRows(str(error)) from None
+        except _Overdue:
+            raise QueryTimeout(timeout_message(timeout)) from None
+        except _Gone:
+            raise self._lost(during_query=True) from None
+
+    def _check_not_streaming(self) -> None:
+        if self._streaming == threading.get_ident():
+            raise RuntimeError(
+                f"the {self.kind} worker is held by a stream of this thread: close the stream"
+                " before the next query"
+            )
+
     def read(self, handle: int, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Our own (trusted) query on the database `handle`, every row."""
+        self._check_not_streaming()
         with self._lock:
             self._prepare(handle)
             return self._setup_request(("read", handle, sql, params))
 
     def info(self) -> dict[str, Any]:
         """The child's pid, SQLite heap limit and address-space cap (starting it if needed)."""
+        self._check_not_streaming()
         with self._lock:
             self._ensure()
             return self._setup_request(("info",))

@@ -19,7 +19,9 @@ runs no code, should a query ever take over this process); every request gets ex
                                   -> (columns, rows, done, deterministic)
                                                   start a query, with its first rows, and whether
                                                   it calls deterministic functions only
-    ("more", handle)              -> (rows, done)             the next rows of the running query
+    ("more", handle[, timeout])   -> (rows, done)             the next rows of the running query
+                                                  (a stream's: its deadline re-set `timeout`
+                                                  seconds from now, the query's time left)
     ("stop", handle)              -> None         drop the running query's cursor
     ("read", handle, sql, params) -> rows         our own trusted schema queries
     ("close", handle)             -> None
@@ -215,6 +217,11 @@ class Session:
     def _finish(self) -> None:
         raise NotImplementedError
 
+    def _extend(self, timeout: float) -> None:
+        """Set the running query's deadline `timeout` seconds from now (a stream, between whose
+        batches the consumer's time is not the query's)."""
+        raise NotImplementedError
+
     def read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
@@ -240,12 +247,14 @@ class Session:
         rows, done = self.more()
         return columns, rows, done, self.deterministic
 
-    def more(self) -> tuple[list[tuple[Any, ...]], bool]:
+    def more(self, timeout: float | None = None) -> tuple[list[tuple[Any, ...]], bool]:
         """The next batch. Rows are fetched a few at a time, as many as the rest of the batch
         holds at the size of the rows seen last (one row first), so a batch of huge values is
-        not fetched whole before it is measured."""
+        not fetched whole before it is measured. `timeout`: see `_extend`."""
         if not self._running:
             return [], True
+        if timeout is not None:
+            self._extend(timeout)
         rows: list[tuple[Any, ...]] = []
         size = 0
         step = 1
@@ -399,11 +408,13 @@ class SqliteSession(Session):
         self.deterministic = self._deterministic
         return tuple(d[0] for d in cursor.description)
 
-    def more(self) -> tuple[list[tuple[Any, ...]], bool]:
+    def more(self, timeout: float | None = None) -> tuple[list[tuple[Any, ...]], bool]:
         """`Session.more`, inlined: this loop runs for every row of every SQLite query."""
         cursor = self._cursor
         if not self._running or cursor is None:
             return [], True
+        if timeout is not None:
+            self._extend(timeout)
         rows: list[tuple[Any, ...]] = []
         append = rows.append
         want = min(self._left, BATCH_ROWS)
@@ -430,6 +441,9 @@ class SqliteSession(Session):
             self.stop()
             done = True
         return rows, done
+
+    def _extend(self, timeout: float) -> None:
+        self._deadline = time.monotonic() + timeout
 
     def _finish(self) -> None:
         self._deadline = INFINITY
@@ -547,6 +561,7 @@ class DuckdbSession(Session):
         self.path = path
         self._duckdb = duckdb = _import_duckdb()
         self._timer: threading.Timer | None = None
+        self._interrupted = False  # the timer fired during the running query
         self._deadline = INFINITY
         self._max_value_bytes = 0
         self._memory_limit = str(config.get("memory_limit", ""))
@@ -572,9 +587,8 @@ class DuckdbSession(Session):
         if statement.type != duckdb.StatementType.SELECT:
             raise Refusal("query", f"only a read-only SELECT may run, not {statement.type.name}")
         self._deadline = time.monotonic() + timeout
-        self._timer = timer = threading.Timer(timeout, conn.interrupt)
-        timer.daemon = True
-        timer.start()
+        self._interrupted = False
+        self._arm(timeout)
         try:
             conn.execute(statement)
         except Exception as error:  # noqa: BLE001 - translated: every DuckDB failure is the query's
@@ -595,11 +609,30 @@ class DuckdbSession(Session):
                     )
         return rows
 
-    def _finish(self) -> None:
+    def _arm(self, timeout: float) -> None:
+        self._timer = timer = threading.Timer(timeout, self._interrupt)
+        timer.daemon = True
+        timer.start()
+
+    def _interrupt(self) -> None:
+        self._interrupted = True
+        self._conn.interrupt()
+
+    def _disarm(self) -> None:
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
             timer.join()
+
+    def _extend(self, timeout: float) -> None:
+        self._disarm()
+        if self._interrupted:  # fired before it was disarmed: the time was up, it stays up
+            return
+        self._deadline = time.monotonic() + timeout
+        self._arm(timeout)
+
+    def _finish(self) -> None:
+        self._disarm()
         self._deadline = INFINITY
 
     def _translate(self, error: BaseException) -> Refusal:
@@ -733,7 +766,7 @@ class Server:
             _, handle, sql, timeout, stated_timeout, max_rows, max_value_bytes = message
             return self.sessions[handle].run(sql, timeout, stated_timeout, max_rows, max_value_bytes)
         if op == "more":
-            return self.sessions[message[1]].more()
+            return self.sessions[message[1]].more(*message[2:3])
         if op == "stop":
             self.sessions[message[1]].stop()
             return None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.engines.url import DatabaseMissing, parse_database
+from pytest_nl2sql.engines.url import DatabaseMissing, looks_like_url, parse_database, redact
 
 
 @dataclass(frozen=True)
@@ -53,13 +53,15 @@ def git_commit(directory: Path) -> str | None:
 
 
 def engine_label(dsn: str | None) -> str:
-    """Where the cases ran: the DSN without its password, or "per case" (each case's database)."""
+    """Where the cases ran, for reports: the `--nl2sql-dsn` database as a URL that names its engine,
+    password masked (`postgresql://user:***@127.0.0.1:5432/db`, `sqlite:////abs/shop.sqlite`,
+    `snowflake://user:***@account/db`), or "per case" (each case's own database)."""
     if not dsn:
         return "per case"
     try:
-        return parse_database(dsn).describe()
-    except DatabaseMissing:
-        return "(unparsable --nl2sql-dsn)"
+        return parse_database(dsn).label()
+    except DatabaseMissing:  # a run stops before this (a usage error); merged reports may still ask
+        return redact(dsn) if looks_like_url(dsn) else dsn
 
 
 def history_line(run: RunInfo, summary: Mapping[str, Any]) -> str:

@@ -37,6 +37,14 @@ Modes (`CompareOptions.mode`):
   `abs_tol=0.01`; set it to reproduce its tolerance.) Names need the gold's column names
   (`gold_names`); a name the gold result does not have is a `ValueError`.
 
+Ties (`ties`, a `ties.TieGroups` of the gold, from its ORDER BY keys): in an ordered comparison
+(``exec``, and ``columns`` without `ignore_order`) rows that tie on every ORDER BY key may come in
+any order, so the gold's groups of tied rows are compared in sequence, each as a multiset; rows
+tied with a group but cut away by the gold's LIMIT (`TieGroups.spare`) may stand in for the
+group's own rows. It is the same column-permutation search, with each row labelled by its group
+(a predicted row by its position) and, where a cut left spare rows, the predicted rows of a group
+required to be a sub-multiset of the group's rows and spares. ``spider`` mode never uses ties.
+
 The column permutation is found by a search that stays fast on wide and repetitive results:
 per-column value multisets ("signatures") restrict each gold column's candidates; predicted columns
 that are identical vectors are interchangeable, so only one of them is ever tried; and every partial
@@ -57,6 +65,7 @@ from typing import Any
 
 from pytest_nl2sql.judge.compat import official_quick_reject
 from pytest_nl2sql.judge.equality import NAN, normalise_value
+from pytest_nl2sql.judge.ties import TieGroups
 from pytest_nl2sql.vocab import Reason
 
 DIFF_CAP = 1000  # rows kept in each of `missing` / `extra`; the counts are always exact
@@ -235,20 +244,25 @@ def compare_results(
     gold_columns: int | None = None,
     pred_columns: int | None = None,
     gold_names: Sequence[str] | None = None,
+    ties: TieGroups | None = None,
 ) -> Comparison:
     """Compare a predicted result with the gold one (rows as sequences of values).
 
     `gold_columns` / `pred_columns` give the column counts for results that may have no rows
     (only rows travel here); they are ignored where rows exist. `gold_names` are the gold's
-    column names, which ``columns`` mode needs when `condition_cols` names columns.
+    column names, which ``columns`` mode needs when `condition_cols` names columns. `ties`: the
+    gold's groups of rows tied on its ORDER BY keys (used when the comparison is ordered).
     """
     opts = options or CompareOptions()
     gold = [tuple(r) for r in gold_rows]
     pred = [tuple(r) for r in pred_rows]
     gold_width = len(gold[0]) if gold else gold_columns
     pred_width = len(pred[0]) if pred else pred_columns
+    if ties is not None and (not order_matters or opts.mode in (Mode.SPIDER, Mode.SET, Mode.SUBSET) or ties.strict
+                             or sum(ties.sizes) != len(gold)):
+        ties = None  # unordered, official, or nothing tied: the comparison as without ties
     if opts.mode is Mode.COLUMNS:
-        return _compare_columns_mode(gold, pred, gold_width, pred_width, order_matters, opts, gold_names)
+        return _compare_columns_mode(gold, pred, gold_width, pred_width, order_matters, opts, gold_names, ties)
     if not gold and not pred:
         if opts.mode is not Mode.SPIDER and None not in (gold_width, pred_width) and gold_width != pred_width:
             detail = f"both results are empty, but with {gold_width} and {pred_width} columns"
@@ -259,7 +273,7 @@ def compare_results(
         # every mode but Spider's accepts (its quick rejection compares str(row), so 1 != 1.0 there),
         # so no normalisation or column permutation is needed
         return Comparison(match=True, pairing=tuple(range(gold_width or 0)))
-    return _Comparer(gold, pred, gold_width, pred_width, order_matters, opts).run()
+    return _Comparer(gold, pred, gold_width, pred_width, order_matters, opts, ties).run()
 
 
 def _identical(gold: list[tuple], pred: list[tuple], order_matters: bool) -> bool:
@@ -281,13 +295,15 @@ class _Comparer:
     """One comparison of two non-empty-or-one-empty results (all modes but ``columns``)."""
 
     def __init__(self, gold: list[tuple], pred: list[tuple], gold_width: int | None, pred_width: int | None,
-                 order_matters: bool, opts: CompareOptions) -> None:
+                 order_matters: bool, opts: CompareOptions, ties: TieGroups | None = None) -> None:
         self.opts = opts
         self.mode = opts.mode
         self.equality = _Equality.of(opts)
         self.tolerant = self.equality.tolerant
         self.ordered = order_matters and opts.mode in (Mode.EXEC, Mode.SPIDER)
         norm = _normaliser(opts)
+        self.norm = norm
+        self.ties = ties if self.ordered else None
         self.gold, self.pred = gold, pred
         self.ngold = [tuple(norm(v) for v in row) for row in gold]
         self.npred = [tuple(norm(v) for v in row) for row in pred]
@@ -311,7 +327,7 @@ class _Comparer:
         if self.mode is Mode.SPIDER and official_quick_reject(self.gold, self.pred, self.ordered):
             return self._explain_failure(quick_rejected=True)
         if self.ordered:
-            pairing = self._ordered_pairing()
+            pairing = self._tied_pairing()[0] if self.ties is not None else self._ordered_pairing()
             if pairing is not None:
                 return Comparison(match=True, pairing=pairing)
             return self._explain_failure()
@@ -322,10 +338,9 @@ class _Comparer:
 
     def _explain_failure(self, quick_rejected: bool = False, gave_up: bool = False) -> Comparison:
         if self.ordered:
-            pairing, gave_up = self._unordered_pairing()
+            pairing, gave_up = self._tied_rows_pairing() if self.ties is not None and self.ties.cut else self._unordered_pairing()
             if pairing is not None and not (quick_rejected and official_quick_reject(self.gold, self.pred, False)):
-                first = next((r for r, (g, p) in enumerate(zip(self.ngold, self.npred))
-                              if not self._rows_equal(g, tuple(p[j] for j in pairing))), None)
+                first = self._first_order_difference(pairing)
                 return Comparison(match=False, reason=Reason.ORDER.value, pairing=pairing,
                                   first_order_difference=first,
                                   detail=f"same rows in another order (first difference at row {first})")
@@ -351,7 +366,10 @@ class _Comparer:
         pairing = self._best_effort_pairing(width)
         projected = [tuple(row[j] for j in pairing) for row in self.npred]
         originals = [tuple(row[j] for j in pairing) for row in self.pred]
-        missing, extra = _multiset_difference(self.ngold, self.gold, projected, originals)
+        if self.ties is not None and self.ties.cut:
+            missing, extra = self._difference_with_spares(projected, originals)
+        else:
+            missing, extra = _multiset_difference(self.ngold, self.gold, projected, originals)
         if self.mode is Mode.SUBSET:
             extra = []
         first = None
@@ -413,18 +431,110 @@ class _Comparer:
         search = _PermutationSearch(self)
         return search.find(), search.gave_up
 
+    # -- ordered between tie groups, unordered within them ------------------------------------------
+    def _tied_pairing(self, reuse: bool = False) -> tuple[tuple[int, ...] | None, bool]:
+        """The permutation search with rows labelled by tie group (a predicted row by its position);
+        with spare rows (a LIMIT cut a tie), a group's predicted rows need only be among its rows
+        and spares."""
+        assert self.ties is not None
+        labels = self.ties.labels()
+        gold_rows, gold_ids = list(self.ngold), list(labels)
+        for group, rows in enumerate(self.ties.spare):
+            for row in rows:
+                gold_rows.append(tuple(self.norm(v) for v in row))
+                gold_ids.append(group)
+        search = _PermutationSearch(self, reuse=reuse, gold_rows=gold_rows, gold_ids=gold_ids, pred_ids=labels,
+                                    within=self.ties.cut)
+        return search.find(), search.gave_up
+
+    def _tied_rows_pairing(self) -> tuple[tuple[int, ...] | None, bool]:
+        """For a failure's reason, with a cut tie: a pairing under which the predicted rows are
+        right but for their order (every one among the gold's rows and spares, every row of an uncut
+        group there), or None."""
+        assert self.ties is not None
+        pool = list(self.ngold) + [tuple(self.norm(v) for v in row) for rows in self.ties.spare for row in rows]
+        search = _PermutationSearch(self, gold_rows=pool, within=True)
+        pairing = search.find()
+        if pairing is None:
+            return None, search.gave_up
+        if self.tolerant:
+            return pairing, False
+        # each predicted row must find room in some group's rows and spares, the group's size at most
+        quota = list(self.ties.sizes)
+        pools = [Counter(self.ngold[start:start + size]) for start, size in zip(self.ties.starts(), self.ties.sizes)]
+        for group, rows in enumerate(self.ties.spare):
+            pools[group].update(tuple(self.norm(v) for v in row) for row in rows)
+        for row in (tuple(p[j] for j in pairing) for p in self.npred):
+            group = next((g for g in range(len(quota)) if quota[g] > 0 and pools[g][row] > 0), None)
+            if group is None:
+                return None, False
+            quota[group] -= 1
+            pools[group][row] -= 1
+        return pairing, False
+
+    def _first_order_difference(self, pairing: Sequence[int]) -> int | None:
+        """The first row (the start of the first tie group) where the rows are not the gold's."""
+        rows = [tuple(p[j] for j in pairing) for p in self.npred]
+        if self.ties is None:
+            return next((r for r, (g, p) in enumerate(zip(self.ngold, rows)) if not self._rows_equal(g, p)), None)
+        for group, (start, size) in enumerate(zip(self.ties.starts(), self.ties.sizes)):
+            if self.ties.spare[group] and not self.tolerant:
+                room = Counter(self.ngold[start:start + size]) + Counter(tuple(self.norm(v) for v in row) for row in self.ties.spare[group])
+                if any(room[row] < n for row, n in Counter(rows[start:start + size]).items()):
+                    return start
+                continue
+            gold_part = sorted(self.ngold[start:start + size], key=_sort_key)
+            pred_part = sorted(rows[start:start + size], key=_sort_key)
+            if not all(map(self._rows_equal, gold_part, pred_part)):
+                return start
+        return None
+
+    def _difference_with_spares(self, projected: list[tuple], originals: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+        """The multiset difference, except that a predicted row tied with a cut group (one of its
+        spares, at that group's position) stands in for a missing row of that group."""
+        assert self.ties is not None
+        labels = self.ties.labels()
+        missing_at = _unmatched(self.ngold, projected)
+        extra_at = _unmatched(projected, self.ngold)
+        open_slots = Counter(labels[i] for i in missing_at)
+        spares = [Counter(tuple(self.norm(v) for v in row) for row in rows) for rows in self.ties.spare]
+        excused: Counter = Counter()
+        extra = []
+        for j in extra_at:
+            group = labels[j] if j < len(labels) else None
+            if group is not None and open_slots[group] > 0 and spares[group][projected[j]] > 0:
+                spares[group][projected[j]] -= 1
+                open_slots[group] -= 1
+                excused[group] += 1
+            else:
+                extra.append(originals[j])
+        missing = []
+        for i in missing_at:
+            if excused[labels[i]] > 0:
+                excused[labels[i]] -= 1
+            else:
+                missing.append(self.gold[i])
+        return missing, extra
+
 
 class _PermutationSearch:
     """Backtracking over column pairings, pruned by signatures, interchangeable columns and row multisets."""
 
-    def __init__(self, comparer: _Comparer, reuse: bool = False) -> None:
+    def __init__(self, comparer: _Comparer, reuse: bool = False, *, gold_rows: list[tuple] | None = None,
+                 gold_ids: list[int] | None = None, pred_ids: list[int] | None = None, within: bool = False) -> None:
         self.c = comparer
         self.reuse = reuse  # columns mode: a predicted column may stand for several gold columns
-        self.contain = comparer.mode is Mode.SUBSET
-        width = len(comparer.ngold[0])
+        self.contain = comparer.mode is Mode.SUBSET  # the prediction holds every gold row
+        self.within = within  # every predicted row is among the gold's (tie groups with spare rows)
+        self.gold_rows = comparer.ngold if gold_rows is None else gold_rows
+        self.pred_rows = comparer.npred
+        # rows start in classes (tie groups); each paired column refines them
+        self.gold_ids = gold_ids if gold_ids is not None else [0] * len(self.gold_rows)
+        self.pred_ids = pred_ids if pred_ids is not None else [0] * len(self.pred_rows)
+        width = len(self.gold_rows[0])
         self.width = width
-        gold_cols = _columns(comparer.ngold, width)
-        pred_cols = _columns(comparer.npred, len(comparer.npred[0]))
+        gold_cols = _columns(self.gold_rows, width)
+        pred_cols = _columns(self.pred_rows, len(self.pred_rows[0]))
         exact = comparer._exact
         self.gold_exact = [tuple(exact(v) for v in col) for col in gold_cols]
         self.pred_exact = [tuple(exact(v) for v in col) for col in pred_cols]
@@ -436,7 +546,7 @@ class _PermutationSearch:
         gold_sigs = [Counter(col) for col in self.gold_exact]
         pred_sigs = [Counter(self.pred_exact[members[0]]) for members in self.classes]
         self.candidates: list[list[int]] = []
-        if not self.contain and not comparer.tolerant:  # equal signatures: look them up, do not scan
+        if not self.contain and not self.within and not comparer.tolerant:  # equal signatures: look them up, do not scan
             by_signature: dict[frozenset, list[int]] = {}
             for k, sig in enumerate(pred_sigs):
                 by_signature.setdefault(frozenset(sig.items()), []).append(k)
@@ -447,13 +557,15 @@ class _PermutationSearch:
                         if self._signature_fits(gold_sigs[i], pred_sigs[k], gold_cols[i], pred_cols[members[0]])]
                 self.candidates.append(fits)
         self.order = sorted(range(width), key=lambda i: (len(self.candidates[i]), i))
-        self.budget = max(_SEARCH_WORK // max(len(comparer.ngold), 1), _MIN_SEARCH_NODES)
+        self.budget = max(_SEARCH_WORK // max(len(self.gold_rows), 1), _MIN_SEARCH_NODES)
         self.gave_up = False
 
     def _signature_fits(self, gold_sig: Counter, pred_sig: Counter, gold_col: tuple, pred_col: tuple) -> bool:
         if self.contain:
             if any(pred_sig[v] < n for v, n in gold_sig.items()):
                 return False
+        elif self.within:
+            return all(gold_sig[v] >= n for v, n in pred_sig.items())
         elif gold_sig != pred_sig:
             return False
         if self.c.tolerant and not self.contain:
@@ -469,7 +581,7 @@ class _PermutationSearch:
         used = [0] * len(self.classes)
         assignment = [-1] * self.width
         # a frame: [depth, gold row ids, predicted row ids, next candidate position, class chosen]
-        frames: list[list[Any]] = [[0, [0] * len(self.c.ngold), [0] * len(self.c.npred), 0, -1]]
+        frames: list[list[Any]] = [[0, list(self.gold_ids), list(self.pred_ids), 0, -1]]
         while frames:
             frame = frames[-1]
             depth, gold_ids, pred_ids = frame[0], frame[1], frame[2]
@@ -531,6 +643,9 @@ class _PermutationSearch:
         if self.contain:
             if any(pred_counts[cls] < n for cls, n in gold_counts.items()):
                 return None
+        elif self.within:
+            if any(gold_counts[cls] < n for cls, n in pred_counts.items()):
+                return None
         elif gold_counts != pred_counts:
             return None
         return new_gold, new_pred
@@ -538,11 +653,11 @@ class _PermutationSearch:
     def _leaf_ok(self, gold_ids: list[int], pred_ids: list[int], assignment: list[int]) -> bool:
         if not self.c.tolerant:
             return True  # the last refinement compared the multisets of whole rows
-        numeric = [i for i in range(self.width) if any(_is_number(row[i]) for row in self.c.ngold)]
+        numeric = [i for i in range(self.width) if any(_is_number(row[i]) for row in self.gold_rows)]
         groups: dict[int, tuple[list[tuple], list[tuple]]] = {}
-        for cls, row in zip(gold_ids, self.c.ngold):
+        for cls, row in zip(gold_ids, self.gold_rows):
             groups.setdefault(cls, ([], []))[0].append(tuple(row[i] for i in numeric))
-        for cls, row in zip(pred_ids, self.c.npred):
+        for cls, row in zip(pred_ids, self.pred_rows):
             if cls in groups:
                 groups[cls][1].append(tuple(row[assignment[i]] for i in numeric))
         return all(self._rows_match(g, p) for g, p in groups.values())
@@ -550,6 +665,11 @@ class _PermutationSearch:
     def _rows_match(self, gold: list[tuple], pred: list[tuple]) -> bool:
         """Every gold row matched to its own predicted row within tolerance (same counts unless subset)."""
         close = self.c._rows_equal
+        if self.within:  # every predicted row matched to its own gold row
+            if len(gold) > _MATCHING_CAP or len(pred) > _MATCHING_CAP:
+                return False
+            adjacency = [[i for i, g in enumerate(gold) if close(g, p)] for p in pred]
+            return _bipartite_matching(adjacency, len(gold)) is not None
         if not self.contain:
             gold_sorted, pred_sorted = sorted(gold, key=_sort_key), sorted(pred, key=_sort_key)
             if all(close(g, p) for g, p in zip(gold_sorted, pred_sorted)):
@@ -563,7 +683,8 @@ class _PermutationSearch:
 # ----------------------------------------------------------------------------- columns mode
 
 def _compare_columns_mode(gold: list[tuple], pred: list[tuple], gold_width: int | None, pred_width: int | None,
-                          order_matters: bool, opts: CompareOptions, gold_names: Sequence[str] | None) -> Comparison:
+                          order_matters: bool, opts: CompareOptions, gold_names: Sequence[str] | None,
+                          ties: TieGroups | None = None) -> Comparison:
     """The gold's chosen columns, found jointly among the predicted ones (see the module docstring)."""
     width = gold_width if gold_width is not None else (len(gold_names) if gold_names is not None else 0)
     selected = opts.chosen_columns(width, gold_names)  # a name the gold lacks raises ValueError
@@ -576,7 +697,7 @@ def _compare_columns_mode(gold: list[tuple], pred: list[tuple], gold_width: int 
     if not gold:
         return Comparison(match=True)
     positional = order_matters and not opts.ignore_order
-    pairing, gave_up = _joint_columns(gold, pred, selected, positional, opts)
+    pairing, gave_up = _joint_columns(gold, pred, selected, positional, opts, ties if positional else None)
     if pairing is not None:
         return Comparison(match=True, pairing=_full_pairing(pairing, selected, width))
     if positional and _joint_columns(gold, pred, selected, False, opts)[0] is not None:
@@ -603,12 +724,16 @@ def _full_pairing(pairing: tuple[int, ...], selected: tuple[int, ...], width: in
 
 
 def _joint_columns(gold: list[tuple], pred: list[tuple], selected: Sequence[int], positional: bool,
-                   opts: CompareOptions) -> tuple[tuple[int, ...] | None, bool]:
+                   opts: CompareOptions, ties: TieGroups | None = None) -> tuple[tuple[int, ...] | None, bool]:
     """(for each selected gold column, the predicted column holding it, or None; whether the search
     gave up). Predicted columns may be used more than once; rows are compared as multisets unless
-    `positional`."""
+    `positional` (then in sequence, or group by group with `ties`)."""
     projected = [tuple(row[i] for i in selected) for row in gold]
     exec_opts = dataclasses.replace(opts, mode=Mode.EXEC, condition_cols=None)
+    if positional and ties is not None:
+        spare = tuple(tuple(tuple(row[i] for i in selected) for row in rows) for rows in ties.spare)
+        comparer = _Comparer(projected, pred, len(selected), len(pred[0]), True, exec_opts, TieGroups(ties.sizes, spare))
+        return comparer._tied_pairing(reuse=True)
     comparer = _Comparer(projected, pred, len(selected), len(pred[0]), positional, exec_opts)
     if positional:  # rows are aligned: a column that equals a gold column as a vector keeps them together
         gold_cols = _columns(comparer.ngold, len(selected))
@@ -687,6 +812,18 @@ def _multiset_difference(gold_keys: list[tuple], gold_rows: list[tuple], pred_ke
         else:
             extra.append(row)
     return missing, extra
+
+
+def _unmatched(rows: list[tuple], others: list[tuple]) -> list[int]:
+    """Indexes of `rows` not matched by an equal row of `others` (as multisets)."""
+    left = Counter(others)
+    out = []
+    for index, key in enumerate(rows):
+        if left[key] > 0:
+            left[key] -= 1
+        else:
+            out.append(index)
+    return out
 
 
 def _value_sort_key(value: Any) -> tuple:

@@ -16,23 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import sqlglot
-from sqlglot.errors import SqlglotError
-
 from pytest_nl2sql.engines.base import (
     ConnectionLost,
     Engine,
     EngineError,
     Limits,
-    QueryError,
     QueryResult,
     QueryTimeout,
     TooManyRows,
 )
-from pytest_nl2sql.judge import compat
+from pytest_nl2sql.judge import compat, ties
 from pytest_nl2sql.judge.compare import CompareOptions, Comparison, Mode, compare_results
 from pytest_nl2sql.judge.equality import normalise_value, result_fingerprint
 from pytest_nl2sql.judge.order import has_top_level_order_by
+from pytest_nl2sql.judge.ties import TieGroups
+from pytest_nl2sql.judge.translate import translate
 from pytest_nl2sql.vocab import Verdict
 
 
@@ -42,11 +40,22 @@ class GoldError(Exception):
 
 @dataclass(frozen=True)
 class GoldOutcome:
-    """The executed gold: one result per gold query (any may match)."""
+    """The executed gold: one result per gold query (any may match).
+
+    `results` hold the gold's own columns and rows only (never the hidden ORDER BY keys the gold
+    may have run with). `ties[i]` groups the rows of `results[i]` tied on its ORDER BY keys (None:
+    no ORDER BY, or one that could not be read safely; empty: gold CSVs or Spider compat mode).
+    `warnings` say where the gold's rows are up to the database (a LIMIT cutting a tie, a LIMIT
+    without ORDER BY): short sentences for reports."""
 
     results: tuple[QueryResult, ...]
-    queries: tuple[str, ...]  # as executed (compat mode rewrites them)
+    queries: tuple[str, ...]  # as given (compat mode rewrites them); what the efficiency timing re-runs
     order_matters: bool
+    ties: tuple[TieGroups | None, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def ties_of(self, index: int) -> TieGroups | None:
+        return self.ties[index] if index < len(self.ties) else None
 
 
 @dataclass(frozen=True)
@@ -61,13 +70,9 @@ class Judgement:
 
 
 def to_engine_sql(sql: str, dialect: str | None, engine: Engine) -> str:
-    """Transpile SQL written in `dialect` to the engine's dialect (identity when they agree)."""
-    if not dialect or dialect == engine.dialect:
-        return sql
-    try:
-        return ";\n".join(sqlglot.transpile(sql, read=dialect, write=engine.dialect))
-    except (SqlglotError, RecursionError) as e:  # a deeply nested query exhausts the parser's stack
-        raise QueryError(f"cannot translate the query from {dialect} to {engine.dialect}: {e}") from e
+    """SQL written in `dialect` as the engine should run it: transpiled, and SQLite's leniencies
+    fixed with the engine's schema (`judge.translate`); identity when the dialects agree."""
+    return translate(sql, dialect, engine)
 
 
 def order_matters_for(case_order: str, gold: Sequence[str], dialect: str | None) -> bool:
@@ -101,20 +106,59 @@ def run_gold(
     else:
         queries = tuple(gold)
         order_matters = order_matters_for(order, gold, dialect)
-    results = []
+    results, groups, warnings = [], [], []
     for number, sql in enumerate(queries, start=1):
         label = f"gold query {number} of {len(queries)}" if len(queries) > 1 else "gold query"
-        try:
-            results.append(execute_once_more_if_lost(engine, to_engine_sql(sql, dialect, engine), limits, trusted=True))
-        except ConnectionLost:
-            raise
-        except QueryTimeout as e:
-            raise GoldError(f"{label} timed out: {e}") from e
-        except TooManyRows as e:
-            raise GoldError(f"{label} is over the row cap (--nl2sql-max-rows): {e}") from e
-        except EngineError as e:
-            raise GoldError(f"{label} failed: {e}") from e
-    return _checked(GoldOutcome(tuple(results), queries, order_matters), compare)
+        shape = ties.GoldShape() if spider_compat else ties.shape(sql, dialect or engine.dialect, limits.max_rows)
+        plan, raw = shape.plan, None
+        if plan is not None and plan.rewritten:
+            raw = _run_planned(engine, plan, dialect, limits)
+            if raw is None:
+                plan = None  # the rewrite failed: the gold as written, compared as without ties
+        if raw is None:
+            try:
+                raw = execute_once_more_if_lost(engine, to_engine_sql(sql, dialect, engine), limits, trusted=True)
+            except ConnectionLost:
+                raise
+            except QueryTimeout as e:
+                raise GoldError(f"{label} timed out: {e}") from e
+            except TooManyRows as e:
+                raise GoldError(f"{label} is over the row cap (--nl2sql-max-rows): {e}") from e
+            except EngineError as e:
+                raise GoldError(f"{label} failed: {e}") from e
+        found: list[str] = []
+        if plan is not None and _fits(plan, raw):
+            grouped = ties.group(raw.columns, raw.rows, plan)
+            results.append(QueryResult(grouped.columns, grouped.rows, raw.seconds))
+            groups.append(grouped.groups)
+            found += grouped.warnings
+        else:
+            results.append(raw)
+            groups.append(None)
+            if shape.unordered_limit is not None and len(raw.rows) >= shape.unordered_limit:
+                found.append(ties.UNORDERED_LIMIT_WARNING)
+        prefix = f"{label}: " if len(queries) > 1 else ""
+        warnings += [prefix + w for w in dict.fromkeys(found)]
+    outcome = GoldOutcome(tuple(results), queries, order_matters, () if spider_compat else tuple(groups), tuple(warnings))
+    return _checked(outcome, compare)
+
+
+def _run_planned(engine: Engine, plan: ties.TiePlan, dialect: str | None, limits: Limits) -> QueryResult | None:
+    """The gold with its ORDER BY keys (and past its LIMIT); None if that fails, for whatever reason:
+    the gold then runs as written, so a rewrite can never break a case (only cost a second run)."""
+    try:
+        result = execute_once_more_if_lost(engine, to_engine_sql(plan.sql, dialect, engine), limits, trusted=True)
+    except ConnectionLost:
+        raise
+    except EngineError:
+        return None
+    return result if _fits(plan, result) else None
+
+
+def _fits(plan: ties.TiePlan, result: QueryResult) -> bool:
+    """The result has room for the plan's keys (a `SELECT *` is the width the database says)."""
+    width = len(result.columns) - plan.hidden
+    return width > 0 and all(-plan.hidden <= k < width for k in plan.keys)
 
 
 def _checked(gold: GoldOutcome, compare: Mapping[str, Any] | None) -> GoldOutcome:
@@ -262,6 +306,7 @@ def judge_result(result: QueryResult, gold: GoldOutcome, options: CompareOptions
         comparison = compare_results(
             gold_result.rows, result.rows, order_matters=gold.order_matters, options=options,
             gold_columns=len(gold_result.columns), pred_columns=len(result.columns), gold_names=gold_result.columns,
+            ties=gold.ties_of(index),
         )
         if comparison.match:
             return Judgement(Verdict.PASS, None, comparison, index, result, digest, executed)

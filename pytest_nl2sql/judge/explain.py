@@ -8,6 +8,7 @@ from typing import Any
 from pytest_nl2sql.cases.read import Case
 from pytest_nl2sql.judge import nearmiss
 from pytest_nl2sql.judge.execute import GoldOutcome, Judgement
+from pytest_nl2sql.judge.on_neighbours import NeighbourCheck, NeighbourFailure
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics import termselection
 from pytest_nl2sql.vocab import Verdict
@@ -69,6 +70,7 @@ def failure_text(case: Case, file: str, result: CaseResult, judgement: Judgement
     """Why a SQL case failed: queries, reason, the column pairing tried, and the rows that differ."""
     lines = _header(case, file, result)
     lines += _sql_block("gold", case.gold_value or [str(p) for p in case.gold_result])
+    lines += [f"gold warning: {warning}" for warning in result.gold_warnings]
     if result.predicted_result:
         lines.append(f"predicted result: {result.predicted_result}")
     else:
@@ -83,6 +85,48 @@ def failure_text(case: Case, file: str, result: CaseResult, judgement: Judgement
     if result.soft_scores:
         lines.append(soft_scores_line(result.soft_scores))
     return "\n".join(lines + result_diff_lines(judgement, gold, verbosity))
+
+
+def neighbour_failure_text(case: Case, file: str, result: CaseResult, failure: NeighbourFailure, check: NeighbourCheck,
+                           verbosity: int = 0) -> str:
+    """A prediction right on the case's database and wrong on another: the other database's rows
+    that tell the queries apart (a counterexample), and both results on it."""
+    lines = _header(case, file, result)
+    lines += _sql_block("gold", case.gold_value)
+    lines += _sql_block("predicted", result.predicted)
+    lines.append(f"the prediction matches the gold on {case.database or 'the case database'}, but not on "
+                 f"{check.failed} of {check.checked} other database{'s' if check.checked != 1 else ''} where the gold runs;")
+    where = "its rows that tell the two queries apart" if failure.shrunk else "its rows"
+    lines.append(f"on {failure.database.label}, {where}:")
+    shown = ROWS_SHOWN_VERBOSE if verbosity > 0 else ROWS_SHOWN * 2
+    for table, columns, rows in failure.counterexample:
+        lines.append(f"  {table} ({', '.join(columns)}): {len(rows)} row{'s' if len(rows) != 1 else ''}")
+        lines += [f"    {_row(r)}" for r in rows[:shown]]
+        if len(rows) > shown:
+            lines.append(f"    ... and {len(rows) - shown} more" + (" (use -v for more)" if verbosity <= 0 else ""))
+    gold_result, pred_result = failure.gold.results[failure.judgement.gold_index], failure.judgement.result
+    lines.append(f"gold result there: {_rows_inline(gold_result.rows, shown)}")
+    if pred_result is not None:
+        lines.append(f"predicted result there: {_rows_inline(pred_result.rows, shown)}")
+    else:
+        lines.append(f"the prediction fails there: {failure.judgement.verdict.value}: {failure.judgement.reason}")
+    return "\n".join(lines + result_diff_lines(failure.judgement, failure.gold, verbosity))
+
+
+def _rows_inline(rows: Sequence[Sequence[Any]], shown: int) -> str:
+    text = ", ".join(_row(r) for r in rows[:shown]) or "(no rows)"
+    return text + (f" ... ({len(rows)} rows)" if len(rows) > shown else "")
+
+
+def neighbour_diff_json(failure: NeighbourFailure) -> dict[str, Any] | None:
+    """The diff on the distinguishing database, and its counterexample rows, for the reports."""
+    diff = diff_json(failure.judgement, failure.gold) or {}
+    diff["database"] = failure.database.label
+    diff["counterexample"] = [
+        {"table": table, "columns": list(columns), "rows": [[_jsonable(v) for v in r] for r in rows[:JSON_DIFF_ROWS]]}
+        for table, columns, rows in failure.counterexample
+    ]
+    return diff
 
 
 def soft_scores_line(scores: dict[str, float]) -> str:

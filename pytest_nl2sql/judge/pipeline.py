@@ -11,6 +11,8 @@ prediction in its call: `prepare` (database, hardness, gold) and `finish` (predi
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from pytest_nl2sql.engines import EngineCache
 from pytest_nl2sql.engines.base import ConnectionLost, DatabaseMissing, Engine, EngineError, Limits, text_errors_for
 from pytest_nl2sql.engines.url import EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import Baseline, classify
-from pytest_nl2sql.judge import explain
+from pytest_nl2sql.judge import explain, on_neighbours
 from pytest_nl2sql.judge.compare import CompareOptions
 from pytest_nl2sql.judge.execute import (
     GoldError,
@@ -38,12 +40,18 @@ from pytest_nl2sql.judge.execute import (
     to_engine_sql,
 )
 from pytest_nl2sql.judge.nearmiss import near_miss
+from pytest_nl2sql.judge.on_neighbours import DatabaseFolder, JudgingRules, NeighbourCheck, OtherDatabase
 from pytest_nl2sql.judge.predict import Hook, PredictionOutcome, PredictionRequest, PredictionSource, Predictor
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics import termselection
 from pytest_nl2sql.metrics.efficiency import Efficiency, measure
 from pytest_nl2sql.metrics.soft import ColumnNamer, SoftScores, ValueRule, best_soft_scores
-from pytest_nl2sql.vocab import BaselineStatus, Kind, NearMiss, Verdict
+from pytest_nl2sql.vocab import BaselineStatus, Kind, NearMiss, Reason, Verdict
+
+# Generated neighbour databases per case, by default: enough to catch nearly every accidental pass
+# measured (benchmarks/mutations.py), few enough that a Spider dev run stays within the official
+# evaluator's time (benchmarks/spider_dev.py).
+DEFAULT_NEIGHBOURS = 3
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,8 @@ class RunOptions:
     fingerprints: bool = False  # keep a hash of each predicted result (baselines want one)
     verbosity: int = 0  # how many diff rows a failure text shows
     synonyms: tuple[tuple[str, str], ...] = ()  # ini `nl2sql_synonyms`: words added to the soft scores' synonym map
+    neighbours: int = DEFAULT_NEIGHBOURS  # --nl2sql-neighbours: generated neighbour databases per case (0: none)
+    cache_dir: Path | None = None  # where generated neighbours are kept (None: `default_cache_dir()`)
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,8 @@ class Pipeline:
     _ddl: dict[int, str] = field(default_factory=dict)
     _hardness: dict[tuple[Path, str], str | None] = field(default_factory=dict)
     _namers: dict[tuple[tuple[str, str], ...], ColumnNamer] = field(default_factory=dict)
+    _neighbour_cache: Any = None  # pytest_nl2sql.neighbours.NeighbourCache, made on first use
+    _duckdb_worker: Any = None  # one DuckDB worker for the short-lived engines of DuckDB neighbours
 
     @property
     def predictor(self) -> Predictor:
@@ -212,6 +224,10 @@ class Pipeline:
             return CaseOutcome(result, explain.gold_error_text(case, label.file, reason or str(e)))
         result_file = prediction.value if isinstance(prediction.value, PredictedResult) else None
         predicted_sql = None if result_file else (prediction.value if isinstance(prediction.value, str) else _plain(prediction.value))
+        beyond = self._check_beyond(case, predicted_sql, engine) if judgement.verdict is Verdict.PASS and predicted_sql else None
+        failure = beyond.failure if beyond is not None else None
+        if failure is not None:
+            judgement = dataclasses.replace(judgement, verdict=Verdict.MISMATCH, reason=Reason.NEIGHBOUR.value)
         exact = self._exact_match(case, predicted_sql) if judgement.verdict is not Verdict.PREDICTOR_ERROR else None
         soft, near = self._soft_scores(case, judgement, gold), self._near_miss(case, judgement, gold)
         efficiency = self._efficiency(case, judgement, gold, engine) if judgement.verdict is Verdict.PASS else None
@@ -219,14 +235,88 @@ class Pipeline:
             case, label, prepared.hardness, judgement.verdict, predicted=predicted_sql, reason=judgement.reason,
             exact_match=exact.match if exact else None, partial=exact.partial if exact else None,
             fingerprint=judgement.fingerprint, latency=prediction.latency,
-            diff=explain.diff_json(judgement, gold), extra=prediction.report_fields(),
+            diff=explain.neighbour_diff_json(failure) if failure else explain.diff_json(judgement, gold),
+            extra=prediction.report_fields(), neighbours=beyond.to_json() if beyond is not None else None,
+            gold_warnings=tuple(getattr(gold, "warnings", ())),
             soft_scores=soft.to_json() if soft else None, near_miss=near.value if near else None,
             predicted_result=_shown_path(result_file.path, case) if result_file else None,
             execution_time=efficiency.to_json() if efficiency else None,
         )
         result = self._with_baseline(result, case)
-        text = None if result.passed else explain.failure_text(case, label.file, result, judgement, gold, self.options.verbosity)
+        if result.passed:
+            text = None
+        elif failure is not None:
+            text = explain.neighbour_failure_text(case, label.file, result, failure, beyond, self.options.verbosity)
+        else:
+            text = explain.failure_text(case, label.file, result, judgement, gold, self.options.verbosity)
         return CaseOutcome(result, _with_baseline_note(text, result), judgement, gold)
+
+    # --- beyond the case's own database -----------------------------------------------------
+
+    def neighbour_count(self, case: Case) -> int:
+        """Generated neighbours for a case: its `neighbours` key, else the run's; none in Spider mode."""
+        if self.spider_mode(case):
+            return 0
+        return case.neighbours if case.neighbours is not None else self.options.neighbours
+
+    def other_databases(self, case: Case, engine: Engine) -> tuple[OtherDatabase, ...]:
+        """The databases a case is judged on besides its own: a folder's other files, else
+        generated neighbours of its SQLite or DuckDB file (none for servers and CSV golds)."""
+        count = case.neighbours if case.neighbours is not None else self.options.neighbours
+        if count <= 0 or not case.gold:
+            return ()
+        folder = self._folder(case)
+        if folder is not None:
+            return tuple(OtherDatabase(p, on_neighbours.kind_of_file(p), p.name) for p in folder.others)
+        count = self.neighbour_count(case)
+        source = getattr(engine, "path", None)
+        if count <= 0 or source is None or engine.dialect not in (EngineKind.SQLITE.value, EngineKind.DUCKDB.value):
+            return ()
+        neighbours = self.neighbour_cache().neighbours_for(
+            Path(source), case.gold, count, dialect=case.written_in, kind=engine.dialect)
+        return tuple(
+            OtherDatabase(n.path, EngineKind(engine.dialect), f"neighbour {n.index + 1} of {len(neighbours)} ({n.note})")
+            for n in neighbours
+        )
+
+    def _check_beyond(self, case: Case, predicted: str, engine: Engine) -> NeighbourCheck | None:
+        """A prediction that passed on the case's database, judged on its other databases."""
+        databases = self.other_databases(case, engine)
+        if not databases:
+            return None
+        rules = JudgingRules(case.gold, case.written_in, case.order, case.compare or {}, self.spider_mode(case))
+        generated = self._folder(case) is None
+        shrink = None
+        if generated:
+            from pytest_nl2sql.neighbours import shrink_counterexample as shrink
+        return on_neighbours.check(predicted, databases, rules, self.options.limits, self._open_other, shrink=shrink)
+
+    def _open_other(self, database: OtherDatabase) -> Engine:
+        """A short-lived engine for one of a case's other databases (closed after use)."""
+        if database.kind is EngineKind.DUCKDB:
+            from pytest_nl2sql.engines.duckdb import DuckdbEngine, new_worker
+
+            if self._duckdb_worker is None:
+                self._duckdb_worker = new_worker()
+            return DuckdbEngine(database.path, worker=self._duckdb_worker)
+        from pytest_nl2sql.engines.sqlite import SqliteEngine
+
+        return SqliteEngine(database.path, immutable=True)
+
+    def neighbour_cache(self) -> Any:
+        if self._neighbour_cache is None:
+            from pytest_nl2sql.neighbours import NeighbourCache
+
+            self._neighbour_cache = NeighbourCache(self.options.cache_dir or default_cache_dir())
+        return self._neighbour_cache
+
+    def _folder(self, case: Case) -> DatabaseFolder | None:
+        """The case's `database` when it names a folder of databases (the official test-suite layout)."""
+        target = None if self.options.dsn else case.database_target
+        if not target or "://" in target:
+            return None
+        path = Path(target)
+        return DatabaseFolder.read(path) if path.is_dir() else None
 
     def _efficiency(self, case: Case, judgement: Judgement, gold: GoldOutcome, engine: Engine) -> Efficiency | None:
         """The right prediction's time against its gold's (BIRD's R-VES); never part of the verdict."""
@@ -404,6 +494,9 @@ class Pipeline:
         target = self.options.dsn or case.database_target
         if target is None:
             raise DatabaseMissing(f"case {case.id} names no database")
+        folder = self._folder(case)
+        if folder is not None:
+            target = str(folder.own)
         return self.engines.get(target, None, text_errors=text_errors_for(self.spider_mode(case)))
 
     def schema_ddl(self, engine: Engine) -> str:
@@ -451,6 +544,19 @@ class Pipeline:
 
     def close(self) -> None:
         self.engines.close_all()
+        if self._duckdb_worker is not None:
+            self._duckdb_worker.shutdown()
+            self._duckdb_worker = None
+
+
+def default_cache_dir() -> Path:
+    """Where neighbours are kept when the run names no folder: `$NL2SQL_CACHE_DIR`, else the user's
+    cache folder (they are keyed by content, so sharing them between projects is safe)."""
+    explicit = os.environ.get("NL2SQL_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-nl2sql"
 
 
 def _computed_hardness(case: Case, schema: Any) -> str | None:

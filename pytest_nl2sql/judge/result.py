@@ -40,6 +40,8 @@ class CaseResult:
     execution_time: dict[str, Any] | None = None  # right predictions: timings against the gold (metrics/efficiency.py)
     near_miss: str | None = None  # a mismatch's near miss (vocab.NearMiss), if it has one
     predicted_result: str | None = None  # the CSV file given as the prediction, instead of SQL
+    neighbours: dict[str, int] | None = None  # {"checked", "failed"}: a prediction right on its own database, on the others
+    gold_warnings: tuple[str, ...] = ()  # why the gold is nondeterministic (a LIMIT cutting a tie, ...)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -71,6 +73,8 @@ class CaseResult:
             "execution_time": self.execution_time,
             "near_miss": self.near_miss,
             "predicted_result": self.predicted_result,
+            "neighbours": self.neighbours,
+            "gold_warnings": list(self.gold_warnings),
             "kind": self.kind.value,
             "position": self.position,
             "partial": self.partial,
@@ -107,6 +111,8 @@ class CaseResult:
             execution_time=data.get("execution_time"),
             near_miss=data.get("near_miss"),
             predicted_result=data.get("predicted_result"),
+            neighbours=data.get("neighbours"),
+            gold_warnings=tuple(data.get("gold_warnings") or ()),
             extra=data.get("extra") or {},
         )
 

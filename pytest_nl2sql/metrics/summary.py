@@ -17,7 +17,7 @@ from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.efficiency import summarize_efficiency
 from pytest_nl2sql.metrics.soft import mean_scores
 from pytest_nl2sql.metrics.termselection import aggregate_term_selection
-from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, Kind, Verdict
+from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, Kind, Reason, Verdict
 
 
 def _bucket(results: list[CaseResult]) -> dict[str, Any]:
@@ -75,6 +75,7 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
     partials = [r.partial for r in sql if r.partial and not r.verdict.is_error]
     latencies = [r.latency for r in results if r.latency is not None]
     term = [r for r in results if r.kind is Kind.TERM_SELECTION]
+    caught = [r for r in sql if caught_by_neighbours(r)]
     summary: dict[str, Any] = {
         "total": len(sql),
         "passed": passed,
@@ -82,6 +83,10 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "failed": judged - passed,
         "accuracy": passed / judged if judged else None,
         "accuracy_ci": _interval(passed, judged),
+        "single_db_accuracy": (passed + len(caught)) / judged if judged else None,
+        "single_db_passed": passed + len(caught),
+        "neighbours": _neighbours(sql, caught),
+        "gold_warnings": sum(1 for r in sql if r.gold_warnings),
         "by_hardness": _grouped(sql, lambda r: [r.hardness], HARDNESS_ORDER),
         "by_tag": _grouped(sql, lambda r: r.tags),
         "by_database": _grouped(sql, lambda r: [r.database]),
@@ -102,6 +107,19 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "baseline": None,
     }
     return summary
+
+
+def caught_by_neighbours(result: CaseResult) -> bool:
+    """Right on the case's own database, wrong on one of its neighbour databases."""
+    return result.verdict is Verdict.MISMATCH and result.reason == Reason.NEIGHBOUR.value
+
+
+def _neighbours(results: list[CaseResult], caught: list[CaseResult]) -> dict[str, int] | None:
+    """How many cases were judged on other databases too, and how many of those failed only there."""
+    checked = [r for r in results if r.neighbours is not None]
+    if not checked:
+        return None
+    return {"cases": len(checked), "databases": sum(r.neighbours.get("checked", 0) for r in checked), "caught": len(caught)}
 
 
 def _near_misses(results: list[CaseResult]) -> dict[str, int]:

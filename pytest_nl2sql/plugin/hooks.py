@@ -14,7 +14,7 @@ from pytest_nl2sql.plugin import items as nodes
 from pytest_nl2sql.plugin.controller import CONTROLLER_KEY, Controller
 from pytest_nl2sql.plugin.fixtures import nl2sql  # noqa: F401  (registers the fixture)
 from pytest_nl2sql.plugin.prefetch import Prefetcher
-from pytest_nl2sql.plugin.settings import DEFAULT_FILES, OPTIONS, SettingsError, make_pipeline, read_settings
+from pytest_nl2sql.plugin.settings import DEFAULT_FILES, OPTIONS, SettingsError, check_dsn, make_pipeline, read_settings
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -50,6 +50,22 @@ def pytest_configure(config: pytest.Config) -> None:
         controller = Controller(settings, pipeline.baseline)
         config.stash[CONTROLLER_KEY] = controller
         config.pluginmanager.register(controller, "nl2sql-controller")
+
+
+# First, so that under xdist no worker is started for a run that cannot work; not in
+# pytest_configure, which `pytest --help` also runs.
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A `--nl2sql-dsn` that cannot work (unknown scheme, missing driver, unreachable) is one usage
+    error before any case runs; checked once, on the controller (xdist workers have `workerinput`)."""
+    config = session.config
+    state = config.stash.get(nodes.STATE_KEY, None)
+    if hasattr(config, "workerinput") or state is None or not state.settings.dsn:
+        return
+    try:
+        check_dsn(state.settings.dsn)
+    except SettingsError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

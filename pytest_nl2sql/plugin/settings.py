@@ -6,15 +6,17 @@ command line wins.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_nl2sql.cases.predictions import load_predictions
+from pytest_nl2sql.engines import DatabaseMissing, probe
 from pytest_nl2sql.engines.base import Limits
 from pytest_nl2sql.gate.baseline import load_baseline
 from pytest_nl2sql.gate.thresholds import Threshold, parse_fail_unders
-from pytest_nl2sql.judge.pipeline import Pipeline, RunOptions
+from pytest_nl2sql.judge.pipeline import DEFAULT_NEIGHBOURS, Pipeline, RunOptions
 from pytest_nl2sql.judge.predict import NO_PREDICTOR
 from pytest_nl2sql.metrics.soft import parse_synonym_lines
 from pytest_nl2sql.reports import default_path
@@ -51,6 +53,7 @@ OPTIONS = (
     Option("--nl2sql-concurrency", "ask the predictor for up to N cases at once, ahead of judging (default 1)", default="1", metavar="N"),
     Option("--nl2sql-label", "name this run (the model, the prompt) in reports and the history", metavar="TEXT"),
     Option("--nl2sql-history", "append one JSON line per run (run metadata and summary) to this file", metavar="PATH"),
+    Option("--nl2sql-neighbours", f"neighbour databases generated per SQLite/DuckDB case; a prediction must match on each (default {DEFAULT_NEIGHBOURS}; 0: off)", default=str(DEFAULT_NEIGHBOURS), metavar="N"),
     Option("--nl2sql-confine", "databases and result files named by case files must lie under the rootdir", kind="bool", default=False),
 )
 
@@ -82,6 +85,7 @@ class Settings:
     synonyms: tuple[tuple[str, str], ...] = ()  # ini nl2sql_synonyms
     label: str | None = None
     history: Path | None = None
+    neighbours: int = DEFAULT_NEIGHBOURS
 
     @property
     def spider_compat(self) -> bool:
@@ -90,7 +94,7 @@ class Settings:
     def run_options(self) -> dict[str, Any]:
         """The options that shape verdicts, for the report's `run` (no paths, no secrets)."""
         return {"timeout": self.limits.timeout, "max_rows": self.limits.max_rows, "compat": self.compat,
-                "concurrency": self.concurrency, "baseline": self.baseline is not None,
+                "concurrency": self.concurrency, "neighbours": self.neighbours, "baseline": self.baseline is not None,
                 "predictions": self.predictions.name if self.predictions else None}
 
 
@@ -132,10 +136,13 @@ def read_settings(config: Any) -> Settings:
         timeout = float(values["nl2sql_timeout"])
         max_rows = int(values["nl2sql_max_rows"])
         concurrency = int(values["nl2sql_concurrency"])
+        neighbours = int(values["nl2sql_neighbours"])
     except ValueError as e:
-        raise SettingsError(f"--nl2sql-timeout / --nl2sql-max-rows / --nl2sql-concurrency: {e}") from e
+        raise SettingsError(f"--nl2sql-timeout / --nl2sql-max-rows / --nl2sql-concurrency / --nl2sql-neighbours: {e}") from e
     if timeout <= 0 or max_rows <= 0 or concurrency <= 0:
         raise SettingsError("--nl2sql-timeout, --nl2sql-max-rows and --nl2sql-concurrency must be positive")
+    if neighbours < 0:
+        raise SettingsError("--nl2sql-neighbours must be 0 (off) or more")
     compat = values["nl2sql_compat"]
     if compat not in (None, "spider"):
         raise SettingsError(f"--nl2sql-compat: only `spider` is known, not {compat!r}")
@@ -166,7 +173,25 @@ def read_settings(config: Any) -> Settings:
         synonyms=synonyms,
         label=values["nl2sql_label"],
         history=path("nl2sql_history"),
+        neighbours=neighbours,
     )
+
+
+def check_dsn(dsn: str) -> str:
+    """Open and close `--nl2sql-dsn` once; its label (password masked) if it works, else one
+    `SettingsError` (a usage error) instead of the same error on every case."""
+    try:
+        return probe(dsn)
+    except DatabaseMissing as e:
+        raise SettingsError(f"--nl2sql-dsn cannot be used: {e}") from None
+
+
+def neighbour_cache_dir(config: Any) -> Path | None:
+    """Generated neighbours live in pytest's cache (`.pytest_cache/d/nl2sql-neighbours`, cleared
+    by `--cache-clear`); `$NL2SQL_CACHE_DIR` overrides it, as it does for the Python API."""
+    if os.environ.get("NL2SQL_CACHE_DIR") or getattr(config, "cache", None) is None:
+        return None  # the pipeline's default_cache_dir() reads the variable
+    return Path(config.cache.mkdir("nl2sql-neighbours"))
 
 
 def make_pipeline(settings: Settings, config: Any) -> Pipeline:
@@ -183,6 +208,7 @@ def make_pipeline(settings: Settings, config: Any) -> Pipeline:
     options = RunOptions(
         limits=settings.limits, spider_compat=settings.spider_compat, dsn=settings.dsn, db_dir=settings.db_dir,
         fingerprints=settings.baseline is not None, verbosity=config.get_verbosity(), synonyms=settings.synonyms,
+        neighbours=settings.neighbours, cache_dir=neighbour_cache_dir(config),
     )
     caller = config.hook.pytest_nl2sql_predict
 

@@ -57,6 +57,7 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
         lines.append(f"execution accuracy {percent(summary['passed'], judged)}")
         if judged:
             lines.append(f"  {interval(summary)} (Wilson score interval over the judged SQL cases)")
+        lines += neighbour_lines(summary, judged)
         lines.append(f"SQL cases: {summary['total']} ({summary['passed']} passed, {summary['failed']} failed, "
                      f"{summary['errors']} error{'s' if summary['errors'] != 1 else ''})")
     if summary.get("exact_match") is not None:
@@ -103,6 +104,21 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     partial = summary.get("partial")
     if partial and verbosity > 0:
         lines += partial_table(partial)
+    return lines
+
+
+def neighbour_lines(summary: dict[str, Any], judged: int) -> list[str]:
+    """The accuracy on the cases' own databases alone (comparable with leaderboards), and what the
+    neighbour databases changed; golds whose result is not determined."""
+    lines = []
+    neighbours = summary.get("neighbours")
+    if neighbours and judged:
+        lines.append(f"  on the cases' own databases alone {percent(summary['single_db_passed'], judged)}; neighbour databases failed "
+                     f"{neighbours['caught']} prediction{'s' if neighbours['caught'] != 1 else ''} right there "
+                     f"({neighbours['databases']} databases checked over {neighbours['cases']} cases)")
+    if summary.get("gold_warnings"):
+        n = summary["gold_warnings"]
+        lines.append(f"  {n} gold quer{'ies' if n != 1 else 'y'} with a nondeterministic result (see each item's gold_warnings)")
     return lines
 
 

@@ -1,0 +1,377 @@
+"""Reading a source database: its tables as `model.Table`s, checks of its data against the
+constraints it declares, and its rows in batches.
+
+Each engine reads its own catalog (SQLite's pragmas, DuckDB's `duckdb_constraints()`,
+PostgreSQL's `pg_constraint`, MySQL's `information_schema`), on a connection that only reads.
+The data checks run on the source, in its own SQL, so that a copy of a million rows needs no
+second pass in Python: a duplicate or NULL in a key, a child row without its parent.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from sqlglot import exp
+
+from pytest_nl2sql.copydb.model import (
+    Column,
+    ColumnType,
+    CopyError,
+    ForeignKey,
+    Kind,
+    Table,
+    UsageError,
+    catalog_type,
+    sqlite_column_type,
+)
+from pytest_nl2sql.engines.url import DatabaseSpec, EngineKind
+
+
+def quote(name: str, dialect: str) -> str:
+    """An identifier quoted for the dialect (the quote character doubled inside it)."""
+    return exp.to_identifier(name, quoted=True).sql(dialect=dialect)
+
+
+class Source:
+    """What every source offers; the SQL checks are shared, the catalog is per engine."""
+
+    dialect = ""
+
+    def tables(self) -> list[Table]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- shared SQL ----------------------------------------------------------------------------
+
+    _conn: Any
+
+    def _fetch(self, sql: str) -> list[tuple[Any, ...]]:
+        cursor = self._conn.cursor()
+        try:
+            cursor.execute(sql)
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
+
+    def q(self, name: str) -> str:
+        return quote(name, self.dialect)
+
+    def value_sql(self, table: Table, column: Column, alias: str = "") -> str:
+        """How a column is read: as itself, or cast where SQLite's values need it (`Column.read_as`)."""
+        ref = (f"{alias}." if alias else "") + self.q(column.name)
+        return f"CAST({ref} AS {column.read_as})" if column.read_as else ref
+
+    def integers_as_text(self, table: Table, column: Column) -> bool:
+        """Whether a text column holds only integers written as text (SQLite's `'12'`)."""
+        return False
+
+    def select_sql(self, table: Table) -> str:
+        return f"SELECT {', '.join(self.value_sql(table, c) for c in table.columns)} FROM {self.q(table.name)}"
+
+    def key_violation(self, table: Table, names: Sequence[str], nulls_allowed: bool) -> str | None:
+        """Why `names` cannot be a key of the table's data (a NULL, a duplicate), or None."""
+        columns = [table.column(name) for name in names]
+        values = [self.value_sql(table, c) for c in columns if c is not None]
+        if not nulls_allowed:
+            any_null = " OR ".join(f"{v} IS NULL" for v in values)
+            if self._fetch(f"SELECT 1 FROM {self.q(table.name)} WHERE {any_null} LIMIT 1"):
+                return "a NULL in a key column"
+        no_null = " AND ".join(f"{v} IS NOT NULL" for v in values)
+        listed = ", ".join(values)
+        rows = self._fetch(f"SELECT {listed}, count(*) FROM {self.q(table.name)} WHERE {no_null} "
+                           f"GROUP BY {listed} HAVING count(*) > 1 LIMIT 1")
+        if rows:
+            *duplicate, times = rows[0]
+            shown = duplicate[0] if len(duplicate) == 1 else tuple(duplicate)
+            return f"the value {shown!r} occurs {times} times"
+        return None
+
+    def orphans(self, child: Table, fk: ForeignKey, parent: Table) -> tuple[int, Any]:
+        """How many child rows name a parent row that does not exist, and one such value."""
+        pairs = [(child.column(c), parent.column(p)) for c, p in zip(fk.columns, fk.ref_columns)]
+        own = [self.value_sql(child, c, "c") for c, _ in pairs if c is not None]
+        matches = " AND ".join(
+            f"{self.value_sql(parent, p, 'p')} = {self.value_sql(child, c, 'c')}" for c, p in pairs if c and p
+        )
+        where = " AND ".join(f"{v} IS NOT NULL" for v in own)
+        body = (f"FROM {self.q(child.name)} AS c WHERE {where} AND NOT EXISTS "
+                f"(SELECT 1 FROM {self.q(parent.name)} AS p WHERE {matches})")
+        count = self._fetch(f"SELECT count(*) {body}")[0][0]
+        if not count:
+            return 0, None
+        example = self._fetch(f"SELECT {', '.join(own)} {body} LIMIT 1")[0]
+        return count, example[0] if len(example) == 1 else tuple(example)
+
+    def batches(self, table: Table, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        cursor = self._conn.cursor()
+        try:
+            cursor.execute(self.select_sql(table))
+            while rows := cursor.fetchmany(size):
+                yield rows
+        finally:
+            cursor.close()
+
+    def _text_lengths(self, table: str, columns: Sequence[tuple[str, ColumnType]], length_fn: str) -> tuple[int, dict[str, int | None]]:
+        """The table's row count and its text columns' longest values (MySQL sizes VARCHARs by them)."""
+        texts = [name for name, ctype in columns if ctype.kind is Kind.TEXT]
+        parts = ["count(*)"] + [f"max({length_fn}({self.q(name)}))" for name in texts]
+        row = self._fetch(f"SELECT {', '.join(parts)} FROM {self.q(table)}")[0]
+        return row[0], dict(zip(texts, row[1:]))
+
+
+def _group_keys(rows: Sequence[tuple[Any, ...]]) -> dict[Any, list[tuple[Any, ...]]]:
+    grouped: dict[Any, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        grouped.setdefault(row[0], []).append(row[1:])
+    return grouped
+
+
+def _uncopyable(table: str, column: str, declared: str) -> CopyError:
+    return CopyError(f"table {table!r} column {column!r}: type {declared} has no counterpart on the other "
+                     "engines (copy-db copies numbers, text, booleans, dates, times, timestamps and blobs)")
+
+
+# -- SQLite --------------------------------------------------------------------------------------
+
+
+class SqliteSource(Source):
+    """A SQLite file, opened read-only; undecodable text is kept with U+FFFD, and counted."""
+
+    dialect = "sqlite"
+
+    def __init__(self, spec: DatabaseSpec) -> None:
+        assert spec.path is not None
+        if not spec.path.is_file():
+            raise UsageError(f"source database not found: {spec.path}")
+        self.undecodable = 0
+        self._conn = sqlite3.connect(f"{spec.path.as_uri()}?mode=ro", uri=True)
+        self._conn.text_factory = self._decode
+
+    def _decode(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.undecodable += 1
+            return raw.decode("utf-8", "replace")
+
+    def integers_as_text(self, table: Table, column: Column) -> bool:
+        ref = self.q(column.name)
+        odd = self._fetch(f"SELECT 1 FROM {self.q(table.name)} WHERE {ref} IS NOT NULL AND (typeof({ref}) != 'text' "
+                          f"OR CAST(CAST({ref} AS INTEGER) AS TEXT) != {ref}) LIMIT 1")
+        return not odd
+
+    def tables(self) -> list[Table]:
+        try:
+            names = [r[0] for r in self._fetch(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid")]
+        except sqlite3.DatabaseError as error:
+            raise UsageError(f"cannot read the source database: {error}") from None
+        return [self._table(name) for name in names]
+
+    def _table(self, name: str) -> Table:
+        info = self._fetch(f"PRAGMA table_info({self.q(name)})")  # cid, name, type, notnull, default, pk
+        probes = []
+        for _, column, _, _, _, _ in info:
+            ref = self.q(column)
+            probes += [f"max(typeof({ref}) = '{storage}')" for storage in ("integer", "real", "text", "blob")]
+            probes.append(f"max(CASE WHEN typeof({ref}) = 'text' THEN length({ref}) END)")
+        profile = self._fetch(f"SELECT count(*), {', '.join(probes)} FROM {self.q(name)}")[0]
+        rows, stats = profile[0], profile[1:]
+        pk_columns = [r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5])]
+        rowid_alias = len(pk_columns) == 1 and next(r[2] for r in info if r[1] == pk_columns[0]).upper() == "INTEGER"
+        columns = []
+        for index, (_, column, declared, not_null, _, pk) in enumerate(info):
+            flags = stats[index * 5: index * 5 + 4]
+            storage = frozenset(s for s, seen in zip(("integer", "real", "text", "blob"), flags) if seen)
+            ctype, read_as = sqlite_column_type(declared, storage)
+            columns.append(Column(column, ctype, bool(not_null) or (rowid_alias and bool(pk)), declared or "(none)",
+                                  max_length=stats[index * 5 + 4], read_as=read_as))
+        uniques = []
+        for _, index_name, unique, origin, partial in self._fetch(f"PRAGMA index_list({self.q(name)})"):
+            if unique and origin in ("u", "c") and not partial:
+                cols = [r[2] for r in sorted(self._fetch(f"PRAGMA index_info({self.q(index_name)})"))]
+                if cols and all(c is not None for c in cols) and tuple(cols) != tuple(pk_columns):
+                    uniques.append(tuple(cols))
+        fks = []
+        for _, parts in sorted(_group_keys(self._fetch(f"PRAGMA foreign_key_list({self.q(name)})")).items()):
+            parts.sort()  # (seq, table, from, to, ...)
+            refs = tuple(p[3] for p in parts)
+            fks.append(ForeignKey(tuple(p[2] for p in parts), parts[0][1], () if any(r is None for r in refs) else refs))
+        return Table(name, tuple(columns), tuple(pk_columns), tuple(dict.fromkeys(uniques)), tuple(dict.fromkeys(fks)), rows)
+
+
+# -- DuckDB --------------------------------------------------------------------------------------
+
+
+class DuckdbSource(Source):
+    dialect = "duckdb"
+
+    def __init__(self, spec: DatabaseSpec) -> None:
+        import duckdb
+
+        assert spec.path is not None
+        if not spec.path.is_file():
+            raise UsageError(f"source database not found: {spec.path}")
+        try:
+            self._conn = duckdb.connect(str(spec.path), read_only=True)
+        except duckdb.Error as error:
+            raise UsageError(f"cannot open the source database {spec.path}: {error}") from None
+
+    def tables(self) -> list[Table]:
+        here = "database_name = current_database() AND schema_name = current_schema()"
+        names = [r[0] for r in self._fetch(f"SELECT table_name FROM duckdb_tables() WHERE {here} ORDER BY table_oid")]
+        columns = _group_keys(self._fetch(
+            f"SELECT table_name, column_name, data_type, is_nullable FROM duckdb_columns() WHERE {here} ORDER BY table_name, column_index"))
+        constraints = _group_keys(self._fetch(
+            "SELECT table_name, constraint_type, constraint_column_names, referenced_table, referenced_column_names "
+            f"FROM duckdb_constraints() WHERE {here} AND constraint_type IN ('PRIMARY KEY', 'UNIQUE', 'FOREIGN KEY') "
+            "ORDER BY table_name, constraint_index"))
+        return [_typed_table(self, name, [(c, d, not n) for c, d, n in columns.get(name, [])],
+                             [(k, tuple(c), r, tuple(rc or ())) for k, c, r, rc in constraints.get(name, [])], "length")
+                for name in names]
+
+
+def _typed_table(source: Source, name: str, columns: list[tuple[str, str, bool]],
+                 constraints: list[tuple[str, tuple[str, ...], str | None, tuple[str, ...]]], length_fn: str) -> Table:
+    """A table of a typed engine, from its catalog rows: (column, type, not null) and
+    (constraint type, columns, referenced table, referenced columns)."""
+    typed = []
+    for column, declared, not_null in columns:
+        ctype = catalog_type(declared, source.dialect)
+        if ctype is None:
+            raise _uncopyable(name, column, declared)
+        typed.append((column, declared, not_null, ctype))
+    rows, lengths = source._text_lengths(name, [(c, t) for c, _, _, t in typed], length_fn)
+    pk: tuple[str, ...] = ()
+    uniques, fks = [], []
+    for kind, cols, ref_table, ref_cols in constraints:
+        if kind.upper().startswith("PRIMARY"):
+            pk = cols
+        elif kind.upper() == "UNIQUE":
+            uniques.append(cols)
+        elif ref_table:
+            fks.append(ForeignKey(cols, ref_table, ref_cols))
+    return Table(
+        name,
+        tuple(Column(c, t, n, d, max_length=lengths.get(c)) for c, d, n, t in typed),
+        pk, tuple(dict.fromkeys(uniques)), tuple(dict.fromkeys(fks)), rows,
+    )
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------------
+
+
+class PostgresSource(Source):
+    """The tables of the connection's current schema (`?options=-csearch_path%3D...` picks one)."""
+
+    dialect = "postgres"
+
+    def __init__(self, spec: DatabaseSpec) -> None:
+        import psycopg
+
+        try:
+            self._conn = psycopg.connect(spec.url or "", connect_timeout=10)
+        except psycopg.Error as error:
+            raise UsageError(f"cannot connect to the source {spec.describe()}: {error}") from None
+        self._conn.read_only = True
+        self._cursors = 0
+
+    def tables(self) -> list[Table]:
+        names = [r[0] for r in self._fetch(
+            "SELECT relname FROM pg_class WHERE relnamespace = current_schema()::regnamespace "
+            "AND relkind IN ('r', 'p') AND NOT relispartition ORDER BY oid")]
+        columns = _group_keys(self._fetch(
+            "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull "
+            "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "WHERE c.relnamespace = current_schema()::regnamespace AND a.attnum > 0 AND NOT a.attisdropped "
+            "ORDER BY c.relname, a.attnum"))
+        constraints = _group_keys(self._fetch(
+            "SELECT cls.relname, con.contype::text, "
+            "ARRAY(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(n, i) "
+            "      JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n ORDER BY k.i), "
+            "ref.relname, "
+            "ARRAY(SELECT a.attname::text FROM unnest(con.confkey) WITH ORDINALITY k(n, i) "
+            "      JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.i) "
+            "FROM pg_constraint con JOIN pg_class cls ON cls.oid = con.conrelid "
+            "LEFT JOIN pg_class ref ON ref.oid = con.confrelid "
+            "WHERE cls.relnamespace = current_schema()::regnamespace AND con.contype IN ('p', 'u', 'f') "
+            "ORDER BY cls.relname, con.contype DESC, con.conname"))
+        kinds = {"p": "PRIMARY KEY", "u": "UNIQUE", "f": "FOREIGN KEY"}
+        return [_typed_table(self, name, columns.get(name, []),
+                             [(kinds[k], tuple(c), r, tuple(rc or ())) for k, c, r, rc in constraints.get(name, [])],
+                             "char_length")
+                for name in names]
+
+    def batches(self, table: Table, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        self._cursors += 1
+        with self._conn.cursor(name=f"copydb_{self._cursors}") as cursor:  # server-side: streams
+            cursor.execute(self.select_sql(table))
+            while rows := cursor.fetchmany(size):
+                yield rows
+
+
+# -- MySQL / MariaDB -----------------------------------------------------------------------------
+
+
+class MysqlSource(Source):
+    dialect = "mysql"
+
+    def __init__(self, spec: DatabaseSpec) -> None:
+        import pymysql
+
+        server = spec.server
+        assert server is not None
+        if not server.database:
+            raise UsageError(f"{spec.describe()} names no database")
+        try:
+            self._conn = pymysql.connect(
+                host=server.host or "localhost", port=server.port or 3306, user=server.user or "root",
+                password=server.password or "", database=server.database, charset="utf8mb4", connect_timeout=10,
+            )
+        except pymysql.Error as error:
+            raise UsageError(f"cannot connect to the source {spec.describe()}: {error}") from None
+        self._pymysql = pymysql
+
+    def tables(self) -> list[Table]:
+        names = [r[0] for r in self._fetch(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_TYPE = 'BASE TABLE' ORDER BY CREATE_TIME, TABLE_NAME")]
+        columns = _group_keys(self._fetch(
+            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE = 'NO' FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME, ORDINAL_POSITION"))
+        usage = self._fetch(
+            "SELECT k.TABLE_NAME, t.CONSTRAINT_TYPE, k.CONSTRAINT_NAME, k.COLUMN_NAME, k.REFERENCED_TABLE_NAME, "
+            "k.REFERENCED_COLUMN_NAME FROM information_schema.TABLE_CONSTRAINTS t "
+            "JOIN information_schema.KEY_COLUMN_USAGE k ON k.CONSTRAINT_SCHEMA = t.CONSTRAINT_SCHEMA "
+            "AND k.TABLE_NAME = t.TABLE_NAME AND k.CONSTRAINT_NAME = t.CONSTRAINT_NAME "
+            "WHERE t.CONSTRAINT_SCHEMA = DATABASE() AND t.CONSTRAINT_TYPE IN ('PRIMARY KEY', 'UNIQUE', 'FOREIGN KEY') "
+            "ORDER BY k.TABLE_NAME, t.CONSTRAINT_TYPE DESC, k.CONSTRAINT_NAME, k.ORDINAL_POSITION")
+        grouped: dict[tuple[str, str, str], list[tuple[str, str | None, str | None]]] = {}
+        for table, kind, name, column, ref_table, ref_column in usage:
+            grouped.setdefault((table, kind, name), []).append((column, ref_table, ref_column))
+        constraints: dict[str, list[tuple[str, tuple[str, ...], str | None, tuple[str, ...]]]] = {}
+        for (table, kind, _), parts in grouped.items():
+            refs = tuple(p[2] for p in parts if p[2])
+            constraints.setdefault(table, []).append((kind, tuple(p[0] for p in parts), parts[0][1], refs))
+        return [_typed_table(self, name, [(c, d, bool(n)) for c, d, n in columns.get(name, [])],
+                             constraints.get(name, []), "char_length")
+                for name in names]
+
+    def batches(self, table: Table, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        cursor = self._conn.cursor(self._pymysql.cursors.SSCursor)  # unbuffered: streams
+        try:
+            cursor.execute(self.select_sql(table))
+            while rows := cursor.fetchmany(size):
+                yield rows
+        finally:
+            cursor.close()
+
+
+def open_source(spec: DatabaseSpec) -> Source:
+    opener = {EngineKind.SQLITE: SqliteSource, EngineKind.DUCKDB: DuckdbSource,
+              EngineKind.POSTGRES: PostgresSource, EngineKind.MYSQL: MysqlSource}[spec.kind]
+    return opener(spec)

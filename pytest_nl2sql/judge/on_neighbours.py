@@ -1,0 +1,194 @@
+"""Verdicts beyond one database: a prediction that matches the gold on the case's database is
+judged again on the case's other databases, where the data no longer hides its mistakes.
+
+The other databases are either generated neighbours (`pytest_nl2sql.neighbours`: small databases
+derived from the case's own, its gold's literals and the values next to them, duplicates, NULLs)
+or, when a case's `database` names a folder (the official test-suite layout), the folder's other
+databases. Each is judged exactly as the case's own database is (`run_gold`, `judge`: same
+comparison options, tie handling, containment), and a database where the gold itself fails is
+not counted. The first database where the prediction fails is shrunk to the few rows that still
+tell the two queries apart, so that a failure shows a counterexample a person can read.
+
+Only predictions that passed on the case's own database are checked here: a prediction that
+fails there fails anyway, and its neighbours would only cost time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from pytest_nl2sql.engines.base import Engine, EngineError, Limits, QueryResult
+from pytest_nl2sql.engines.url import EngineKind
+from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
+from pytest_nl2sql.vocab import Verdict
+
+SHRINK_BUDGET = 120  # runs of gold + prediction spent shrinking a counterexample
+FOLDER_SUFFIXES = {EngineKind.SQLITE: (".sqlite", ".sqlite3", ".db"), EngineKind.DUCKDB: (".duckdb",)}
+
+
+@dataclass(frozen=True)
+class OtherDatabase:
+    """A database a case is judged on besides its own: a generated neighbour or a folder's file."""
+
+    path: Path
+    kind: EngineKind
+    label: str  # how a failure names it: "neighbour 2 of 3 (duplicated rows)" or the file's name
+
+
+@dataclass(frozen=True)
+class DatabaseFolder:
+    """A `database:` that names a folder of databases: the case's own one and the others."""
+
+    own: Path
+    others: tuple[Path, ...]
+
+    @classmethod
+    def read(cls, folder: Path) -> "DatabaseFolder | None":
+        """The official layout: `db/<name>/<name>.sqlite` is the database itself (else the first
+        file by name), every other database file in the folder is another database to judge on."""
+        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in _ALL_SUFFIXES)
+        if not files:
+            return None
+        own = next((p for p in files if p.stem == folder.name), files[0])
+        return cls(own, tuple(p for p in files if p != own))
+
+
+_ALL_SUFFIXES = frozenset(s for suffixes in FOLDER_SUFFIXES.values() for s in suffixes)
+
+
+def kind_of_file(path: Path) -> EngineKind:
+    return EngineKind.DUCKDB if path.suffix.lower() in FOLDER_SUFFIXES[EngineKind.DUCKDB] else EngineKind.SQLITE
+
+
+@dataclass(frozen=True)
+class NeighbourFailure:
+    """The first other database where the prediction does not match the gold."""
+
+    database: OtherDatabase
+    judgement: Judgement  # the prediction there (a mismatch or an error)
+    gold: GoldOutcome  # the gold there
+    counterexample: tuple[tuple[str, tuple[str, ...], tuple[tuple[Any, ...], ...]], ...] = ()  # (table, columns, rows)
+    shrunk: bool = False  # the counterexample's rows are the shrunk database's (and so are the results)
+
+
+@dataclass(frozen=True)
+class NeighbourCheck:
+    """How a passing prediction fared on the case's other databases."""
+
+    checked: int  # databases where the gold ran and the prediction was compared
+    failed: int
+    failure: NeighbourFailure | None = None
+    total: int = 0  # databases tried (the gold failed on `total - checked` of them)
+
+    def to_json(self) -> dict[str, int]:
+        return {"checked": self.checked, "failed": self.failed}
+
+
+@dataclass(frozen=True)
+class JudgingRules:
+    """How the case is judged (the same on every database)."""
+
+    golds: tuple[str, ...]
+    dialect: str | None
+    order: str
+    compare: Mapping[str, Any] = field(default_factory=dict)
+    spider_compat: bool = False
+
+
+def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRules, limits: Limits,
+          open_engine: Callable[[OtherDatabase], Engine], *, shrink: Callable[..., Any] | None = None) -> NeighbourCheck:
+    """Judge `predicted` on every database of `databases`; shrink the first failure (`shrink`:
+    `pytest_nl2sql.neighbours.shrink_counterexample`, for generated neighbours)."""
+    checked = failed = 0
+    first: NeighbourFailure | None = None
+    for database in databases:
+        outcome = _judge_on(predicted, database, rules, limits, open_engine)
+        if outcome is None:
+            continue
+        checked += 1
+        gold, judgement = outcome
+        if judgement.verdict is Verdict.PASS:
+            continue
+        failed += 1
+        if first is None:
+            first = NeighbourFailure(database, judgement, gold)
+    if first is not None:
+        first = counterexample(first, predicted, rules, limits, open_engine, shrink)
+    return NeighbourCheck(checked, failed, first, len(databases))
+
+
+def _judge_on(predicted: str, database: OtherDatabase, rules: JudgingRules, limits: Limits,
+              open_engine: Callable[[OtherDatabase], Engine]) -> tuple[GoldOutcome, Judgement] | None:
+    """(the gold, the prediction's judgement) on one database; None when the gold cannot run there."""
+    try:
+        engine = open_engine(database)
+    except EngineError:
+        return None
+    try:
+        gold = run_gold(rules.golds, engine, limits, dialect=rules.dialect, order=rules.order,
+                        spider_compat=rules.spider_compat, compare=rules.compare)
+        return gold, judge(predicted, gold, engine, limits, dialect=rules.dialect, compare=rules.compare,
+                           spider_compat=rules.spider_compat)
+    except (GoldError, EngineError):
+        return None
+    finally:
+        engine.close()
+
+
+def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRules, limits: Limits,
+                   open_engine: Callable[[OtherDatabase], Engine], shrink: Callable[..., Any] | None) -> NeighbourFailure:
+    """The failing database cut down to the rows that still tell gold and prediction apart, with
+    both results on the cut-down database. Without a shrinker, the tables the queries read."""
+    tables = tables_read(list(rules.golds) + [predicted], rules.dialect)
+    if shrink is None:
+        return failure
+    last: list[tuple[GoldOutcome, Judgement]] = []
+
+    def differs(path: Path) -> bool:
+        outcome = _judge_on(predicted, OtherDatabase(path, failure.database.kind, failure.database.label), rules, limits, open_engine)
+        if outcome is None or outcome[1].verdict is Verdict.PASS:
+            return False
+        last.append(outcome)
+        return True
+
+    try:
+        found = shrink(_as_neighbour(failure.database), differs, tables=tables or None, budget=SHRINK_BUDGET)
+    except (OSError, EngineError, SqlglotError, ValueError):
+        return failure
+    gold, judgement = last[-1] if last else (failure.gold, failure.judgement)
+    return NeighbourFailure(failure.database, judgement, gold, tuple(found.tables), shrunk=bool(last))
+
+
+def _as_neighbour(database: OtherDatabase) -> Any:
+    from pytest_nl2sql.neighbours import Neighbour
+
+    return Neighbour(path=database.path, index=0, note=database.label)
+
+
+def tables_read(queries: Sequence[str], dialect: str | None) -> list[str]:
+    """The tables the queries read (CTE names excluded), in first-seen order."""
+    names: dict[str, None] = {}
+    for sql in queries:
+        try:
+            tree = sqlglot.parse_one(sql, read=dialect)
+        except (SqlglotError, RecursionError):
+            continue
+        if tree is None:
+            continue
+        ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+        for table in tree.find_all(exp.Table):
+            if table.name and table.name.lower() not in ctes:
+                names.setdefault(table.name, None)
+    return list(names)
+
+
+def result_of(failure: NeighbourFailure) -> tuple[QueryResult, QueryResult | None]:
+    """The gold's and the prediction's results on the failing database."""
+    return failure.gold.results[failure.judgement.gold_index], failure.judgement.result

@@ -1,0 +1,40 @@
+"""Neighbour databases: small databases derived from a case's own database and gold query, on
+which wrong SQL that happens to return the gold's rows on the real data shows itself (test-suite
+accuracy, Zhong, Yu and Klein, EMNLP 2020). A prediction passes only if it matches the gold on
+the real database and on every neighbour where the gold runs.
+
+    neighbours_for(source, golds, count, cache_dir=...)  -> the neighbours (cached on disk)
+    shrink_counterexample(neighbour, differs)            -> the few rows that still tell two queries apart
+
+Modules: `schema` (reading the source), `literals` (reading the gold), `values` (values next to
+literals, stored as a column stores them), `generate` (one candidate's rows, repaired to respect
+the constraints, and written), `mutants` and `distill` (keeping the candidates that separate the
+gold's mutants), `build` (the whole generation), `cache` (on disk), `shrink` (counterexamples).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_nl2sql.neighbours.cache import Neighbour, NeighbourCache as _Cache
+from pytest_nl2sql.neighbours.shrink import Counterexample, shrink_counterexample
+
+GENERATOR_VERSION = "1"
+
+
+class NeighbourCache(_Cache):
+    """Neighbours cached under `cache_dir`, for this generator version."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        super().__init__(cache_dir, GENERATOR_VERSION)
+
+
+def neighbours_for(source: Path, golds: Sequence[str], count: int, *, cache_dir: Path, dialect: str = "sqlite",
+                   kind: str = "sqlite") -> tuple[Neighbour, ...]:
+    """Up to `count` neighbours of `source` for these golds (see `NeighbourCache.neighbours_for`).
+    A caller that asks often should keep one `NeighbourCache`, which remembers source hashes."""
+    return NeighbourCache(cache_dir).neighbours_for(source, golds, count, dialect=dialect, kind=kind)
+
+
+__all__ = ["GENERATOR_VERSION", "Counterexample", "Neighbour", "NeighbourCache", "neighbours_for", "shrink_counterexample"]

@@ -1,0 +1,113 @@
+"""The disk cache of neighbours: one folder per key (sha256 of the source's content, the golds,
+the count and the generator's version), holding the database files and a manifest. A folder is
+built under a temporary name and renamed into place, so concurrent workers asking for the same
+key never see half a folder (the loser of the race drops its copy and uses the winner's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import stat
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_nl2sql.neighbours.build import build_neighbours
+from pytest_nl2sql.neighbours.generate import Repairer, create_database
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """One finished neighbour database in the cache folder."""
+
+    path: Path  # SQLite for a SQLite source, DuckDB for a DuckDB source
+    index: int  # 0..count-1
+    note: str  # how it was built, in a few words
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class NeighbourCache:
+    """Neighbours cached under `cache_dir`; remembers the content hash of each source file (by
+    path, size, mtime and inode) so a big file is hashed once per process."""
+
+    def __init__(self, cache_dir: Path, version: str) -> None:
+        self.cache_dir = Path(cache_dir)
+        self.version = version
+        self._source_hashes: dict[tuple[str, int, int, int], str] = {}
+        self.generated = 0  # how many keys this object built itself (a cache miss each)
+
+    def source_hash(self, source: Path) -> str:
+        info = os.stat(source)
+        key = (str(Path(source).resolve()), info.st_size, info.st_mtime_ns, info.st_ino)
+        known = self._source_hashes.get(key)
+        if known is None:
+            known = self._source_hashes[key] = file_digest(Path(source))
+        return known
+
+    def key(self, source: Path, golds: Sequence[str], count: int, dialect: str, kind: str) -> str:
+        material = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds), count])
+        return hashlib.sha256(material.encode()).hexdigest()
+
+    def neighbours_for(self, source: Path, golds: Sequence[str], count: int, *, dialect: str = "sqlite",
+                       kind: str = "sqlite") -> tuple[Neighbour, ...]:
+        source = Path(source)
+        if count <= 0 or not source.is_file():
+            return ()
+        key = self.key(source, golds, count, dialect, kind)
+        folder = self.cache_dir / key[:2] / key
+        found = self._read(folder)
+        if found is not None:
+            return found
+        # the seed leaves out `count`: asking for more neighbours considers the same candidates
+        seed = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds)]).encode()
+        built = build_neighbours(source, golds, count, dialect=dialect, kind=kind, seed=seed)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=folder.parent))
+        try:
+            entries = []
+            suffix = "sqlite" if kind == "sqlite" else "duckdb"
+            for index, neighbour in enumerate(built):
+                name = f"{index}.{suffix}"
+                connection, _ = create_database(neighbour.schema, neighbour.rows, staging / name, Repairer(neighbour.schema, random.Random(0)))
+                connection.close()
+                os.chmod(staging / name, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+                entries.append({"file": name, "note": neighbour.note})
+            (staging / MANIFEST).write_text(json.dumps({"version": self.version, "neighbours": entries}, indent=1))
+            self.generated += 1
+            try:
+                os.replace(staging, folder)
+            except OSError:  # another worker put the same key in place first: use theirs
+                pass
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        found = self._read(folder)
+        return found if found is not None else ()
+
+    def _read(self, folder: Path) -> tuple[Neighbour, ...] | None:
+        try:
+            manifest = json.loads((folder / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return None
+        if manifest.get("version") != self.version:
+            return None
+        entries = manifest.get("neighbours", [])
+        neighbours = tuple(Neighbour(folder / e["file"], i, e["note"]) for i, e in enumerate(entries))
+        if not all(n.path.is_file() for n in neighbours):
+            return None
+        return neighbours
+

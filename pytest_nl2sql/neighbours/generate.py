@@ -1,0 +1,544 @@
+"""Building one candidate neighbour: rows sampled from the source, rows made to sit on and next to
+the gold's literals, duplicated rows, several rows per group, NULLs; then repaired so that every
+primary key, UNIQUE, NOT NULL and foreign key holds (Spider's own data does not always), and
+written into a fresh database with the source's CREATE statements.
+
+A candidate is plain data (`Rows`: table -> rows), built only from the seeded `random.Random`
+and the source's content, so the same inputs give the same rows on every machine.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_nl2sql.neighbours.literals import GoldFacts, Hint
+from pytest_nl2sql.neighbours.schema import ForeignKey, Schema, Table, quote
+from pytest_nl2sql.neighbours.values import Unstorable, fresh_value, hint_holds, hint_values, satisfying, stored
+
+Rows = dict[str, list[tuple[Any, ...]]]  # table name -> rows in column order
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """What one candidate emphasises."""
+
+    note: str
+    real_rows: tuple[int, int]  # how many sampled rows per table the gold reads (min, max)
+    hints: bool = True
+    duplicates: bool = False
+    groups: bool = False
+    nulls: bool = False
+    sparse: bool = False  # most tables nearly empty
+
+
+FLAVOURS = (
+    Flavour("boundary values of the gold's literals", (6, 10)),
+    Flavour("boundary values, duplicated rows and values, several rows per group", (6, 10), duplicates=True, groups=True),
+    Flavour("boundary values, NULLs where allowed, duplicated rows", (5, 9), duplicates=True, nulls=True),
+    Flavour("nearly empty tables with boundary values", (0, 2), sparse=True),
+    Flavour("sampled rows only, duplicated values", (10, 16), hints=False, duplicates=True, groups=True),
+    Flavour("boundary values, several rows per group, NULLs", (4, 8), groups=True, nulls=True),
+)
+
+OTHER_TABLE_ROWS = 3  # rows of tables the gold does not read
+HINT_ROWS_CAP = 18  # synthetic rows per table for the gold's literals
+
+
+def topological(schema: Schema, links: dict[str, list[ForeignKey]] | None = None) -> list[Table]:
+    """Parents before children; a cycle is broken where it is met (depth-first, schema order).
+    `links`: foreign keys by table name, when more than the declared ones count."""
+    order: list[Table] = []
+    state: dict[str, int] = {}
+
+    def visit(table: Table) -> None:
+        key = table.name.lower()
+        if state.get(key):
+            return
+        state[key] = 1
+        for fk in (links[table.name] if links is not None else table.foreign_keys):
+            parent = schema.table(fk.parent)
+            if parent is not None and parent is not table:
+                visit(parent)
+        state[key] = 2
+        order.append(table)
+
+    for table in schema.tables:
+        visit(table)
+    return order
+
+
+def parent_columns(schema: Schema, fk: ForeignKey) -> tuple[Table, tuple[str, ...]] | None:
+    """The parent table and the referenced columns (its primary key when none are named)."""
+    parent = schema.table(fk.parent)
+    if parent is None:
+        return None
+    columns = fk.parent_columns or parent.primary_key
+    if len(columns) != len(fk.columns) or any(parent.column(c) is None for c in columns):
+        return None
+    return parent, tuple(parent.column(c).name for c in columns)  # type: ignore[union-attr]
+
+
+class CandidateBuilder:
+    """Builds the rows of one candidate from a source, the gold's facts and a seeded rng."""
+
+    def __init__(self, schema: Schema, source: Any, facts: GoldFacts, rng: random.Random, flavour: Flavour) -> None:
+        self.schema = schema
+        self.source = source
+        self.facts = facts
+        self.rng = rng
+        self.flavour = flavour
+        self.read_by_gold = {name.lower() for name in facts.tables}
+
+    def build(self) -> Rows:
+        rows: Rows = {}
+        order = topological(self.schema)
+        for table in self.schema.tables:
+            if table.name.lower() in self.read_by_gold:
+                low, high = self.flavour.real_rows
+                wanted = self.rng.randint(low, high)
+            else:
+                wanted = 0 if self.flavour.sparse else OTHER_TABLE_ROWS
+            rows[table.name] = [self._stored_row(table, row) for row in self.source.sample(table, wanted, self.rng)] if wanted else []
+        self._pull_parents(rows, order)
+        self.links = self._links()
+        self._soft_joins(rows)
+        self.good: dict[str, list[tuple[Any, ...]]] = {}
+        self.reachable: dict[str, list[tuple[Any, ...]]] = {}  # good rows and boundary rows
+        self.boundary: dict[str, list[tuple[Any, ...]]] = {}  # the rows made for the gold
+        for table in topological(self.schema, self.links):
+            if table.name.lower() not in self.read_by_gold:
+                continue
+            made = []
+            if self.flavour.hints:
+                made += self._hint_rows(table, rows)
+            made += self._adopting_rows(table, rows)
+            current = rows[table.name] + made
+            if self.flavour.duplicates:
+                made += self._duplicates(table, current)
+            if self.flavour.groups:
+                made += self._group_rows(table, current)
+            rows[table.name] = rows[table.name] + made
+            self.good[table.name] = [row for row in rows[table.name] if self._satisfies(table, row)]
+            self.reachable[table.name] = list(dict.fromkeys(self.good[table.name] + made))
+            self.boundary[table.name] = made
+        if self.flavour.nulls:
+            self._nulls(rows)
+        return rows
+
+    def _hints_of(self, table: Table) -> list[Hint]:
+        return [hint for hint in self.facts.hints if hint.column[0] == table.name]
+
+    def _satisfies(self, table: Table, row: tuple[Any, ...]) -> bool:
+        """Does the row meet every condition the gold puts on this table's columns (and point at
+        parents that do)?"""
+        for hint in self._hints_of(table):
+            if not hint_holds(hint, row[table.position(hint.column[1])]):
+                return False
+        return True
+
+    def _stored_row(self, table: Table, row: Sequence[Any]) -> tuple[Any, ...]:
+        return tuple(_stored_or_none(value, column, self.schema.kind) for value, column in zip(row, table.columns))
+
+    def _pull_parents(self, rows: Rows, order: list[Table]) -> None:
+        """Real parents of the sampled children, so that real joins survive (children first)."""
+        for table in reversed(order):
+            for fk in table.foreign_keys:
+                found = parent_columns(self.schema, fk)
+                if found is None or not rows[table.name]:
+                    continue
+                parent, referenced = found
+                positions = [table.position(c) for c in fk.columns]
+                wanted = list(dict.fromkeys(
+                    tuple(row[p] for p in positions) for row in rows[table.name] if all(row[p] is not None for p in positions)
+                ))
+                have = {tuple(row[parent.position(c)] for c in referenced) for row in rows[parent.name]}
+                missing = [key for key in wanted if key not in have]
+                pulled = self.source.rows_matching(parent, referenced, missing, limit=12)
+                rows[parent.name] = rows[parent.name] + [self._stored_row(parent, row) for row in pulled]
+
+    def _template(self, table: Table, rows: list[tuple[Any, ...]]) -> list[Any]:
+        if rows:
+            return list(self.rng.choice(rows))
+        return [None] * len(table.columns)
+
+    def _make_row(self, table: Table, rows: Rows, focus: Hint | None, agree: float = 0.7) -> list[Any]:
+        """A row like the sampled ones that mostly meets the gold's other conditions on this
+        table and mostly points at parents that meet theirs, so that a boundary row is reached."""
+        row = self._template(table, rows[table.name])
+        for other in self._hints_of(table):
+            if other == focus or self.rng.random() > agree:
+                continue
+            column = table.column(other.column[1])
+            assert column is not None
+            options = satisfying(other, column.value_class)
+            if options:
+                value = _stored_or_none(self.rng.choice(options), column, self.schema.kind)
+                if value is not None:
+                    row[table.position(column.name)] = value
+        for fk in self.links[table.name]:
+            found = parent_columns(self.schema, fk)
+            if found is None or self.rng.random() > agree:
+                continue
+            parent, referenced = found
+            good = self.good.get(parent.name) if self.rng.random() < 0.6 else self.reachable.get(parent.name)
+            if good:
+                parent_row = self.rng.choice(good)
+                for child_column, parent_column in zip(fk.columns, referenced):
+                    row[table.position(child_column)] = parent_row[parent.position(parent_column)]
+        return row
+
+    def _hint_rows(self, table: Table, rows: Rows) -> list[tuple[Any, ...]]:
+        made: list[tuple[Any, ...]] = []
+        for hint in self._hints_of(table):
+            column = table.column(hint.column[1])
+            assert column is not None
+            position = table.position(column.name)
+            for value in hint_values(hint, column.value_class):
+                value = _stored_or_none(value, column, self.schema.kind)
+                if value is None:
+                    continue
+                row = self._make_row(table, rows, hint)
+                row[position] = value
+                made.append(tuple(row))
+        if len(made) > HINT_ROWS_CAP:
+            made = self.rng.sample(made, HINT_ROWS_CAP)
+        for _ in range(2):  # rows that meet every condition
+            made.append(tuple(self._make_row(table, rows, None, agree=1.0)))
+        return made
+
+    def _duplicates(self, table: Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Copies of rows (their keys made fresh by the repair) and values copied across rows."""
+        if not rows:
+            return []
+        good = [row for row in rows if self._satisfies(table, row)] or rows
+        made = [self.rng.choice(good if self.rng.random() < 0.7 else rows) for _ in range(self.rng.randint(1, 3))]
+        mentioned = [table.position(c) for t, c in self.facts.mentioned if t == table.name]
+        others = list(range(len(table.columns)))
+        for _ in range(self.rng.randint(2, 4)):
+            position = self.rng.choice(mentioned if mentioned and self.rng.random() < 0.6 else others)
+            source, target = self.rng.choice(rows), list(self.rng.choice(good))
+            target[position] = source[position]
+            made.append(tuple(target))
+        return made
+
+    def _group_rows(self, table: Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Several rows per group of the gold's GROUP BY (and aggregated) columns, other values varied."""
+        if not rows:
+            return []
+        made = []
+        keyed = [c for t, c in self.facts.grouped + self.facts.ordered if t == table.name]
+        varied = [table.position(c) for t, c in self.facts.aggregated + self.facts.ordered if t == table.name]
+        for name in dict.fromkeys(keyed):
+            position = table.position(name)
+            for _ in range(2):
+                row = list(self.rng.choice(rows))
+                donor = self.rng.choice(rows)
+                for other in varied or range(len(row)):
+                    if other != position:
+                        row[other] = donor[other]
+                made.append(tuple(row))
+        return made
+
+    def _adopting_rows(self, table: Table, rows: Rows) -> list[tuple[Any, ...]]:
+        """Children of the parents' rows that meet the gold's conditions, so a literal on a
+        parent reaches a join (several children each, for counts and duplicates)."""
+        made = []
+        for fk in self.links[table.name]:
+            found = parent_columns(self.schema, fk)
+            if found is None:
+                continue
+            parent, referenced = found
+            boundary = self.boundary.get(parent.name, [])
+            good = self.good.get(parent.name, [])
+            chosen = self.rng.sample(boundary, min(8, len(boundary))) + self.rng.sample(good, min(3, len(good)))
+            for parent_row in dict.fromkeys(chosen):
+                for _ in range(self.rng.randint(1, 3)):
+                    row = self._make_row(table, rows, None)
+                    for child_column, parent_column in zip(fk.columns, referenced):
+                        row[table.position(child_column)] = parent_row[parent.position(parent_column)]
+                    made.append(tuple(row))
+        return made
+
+    def _links(self) -> dict[str, list[ForeignKey]]:
+        """Declared foreign keys, plus the gold's column = column equalities that none declares
+        (the side that is a key of its table is the parent), so that synthetic rows join."""
+        links = {table.name: list(table.foreign_keys) for table in self.schema.tables}
+        for (left_table, left_column), (right_table, right_column) in self.facts.joins:
+            left = self.schema.table(left_table)
+            right = self.schema.table(right_table)
+            if left is None or right is None or left is right or _declared(left, left_column, right, right_column):
+                continue
+            if any(key == (right_column,) for key in right.uniques) and not any(key == (left_column,) for key in left.uniques):
+                left, left_column, right, right_column = right, right_column, left, left_column
+            link = ForeignKey((right_column,), left.name, (left_column,))
+            if link not in links[right.name]:
+                links[right.name].append(link)
+        return links
+
+    def _soft_joins(self, rows: Rows) -> None:
+        """The gold's column = column equalities that no foreign key declares: make most rows join."""
+        for (left_table, left_column), (right_table, right_column) in self.facts.joins:
+            if left_table == right_table:
+                continue
+            left = self.schema.table(left_table)
+            right = self.schema.table(right_table)
+            if left is None or right is None or _declared(left, left_column, right, right_column):
+                continue
+            left_values = [row[left.position(left_column)] for row in rows[left.name] if row[left.position(left_column)] is not None]
+            if not left_values:
+                continue
+            position = right.position(right_column)
+            column = right.columns[position]
+            changed = []
+            for row in rows[right.name]:
+                if self.rng.random() < 0.7:
+                    row = tuple(_stored_or_none(self.rng.choice(left_values), column, self.schema.kind) if i == position else v
+                                for i, v in enumerate(row))
+                changed.append(row)
+            rows[right.name] = changed
+
+    def _nulls(self, rows: Rows) -> None:
+        for table_name, column_name in self.facts.mentioned:
+            table = self.schema.table(table_name)
+            assert table is not None
+            column = table.column(column_name)
+            if column is None or column.not_null or any(column.name in key for key in table.uniques[:1]):
+                continue
+            position = table.position(column.name)
+            rows[table.name] = [
+                tuple(None if i == position else v for i, v in enumerate(row)) if self.rng.random() < 0.25 else row
+                for row in rows[table.name]
+            ]
+
+
+def _declared(left: Table, left_column: str, right: Table, right_column: str) -> bool:
+    for child, child_column, parent in ((left, left_column, right), (right, right_column, left)):
+        for fk in child.foreign_keys:
+            if fk.parent.lower() == parent.name.lower() and child_column in fk.columns:
+                return True
+    return False
+
+
+def _stored_or_none(value: Any, column: Any, kind: str) -> Any:
+    try:
+        return stored(value, column, kind)
+    except Unstorable:
+        return None
+
+
+class Repairer:
+    """Makes rows satisfy the schema: NOT NULL filled, foreign keys pointing at existing parents
+    (or NULL, or the row dropped), keys unique (fresh values, or the row dropped)."""
+
+    def __init__(self, schema: Schema, rng: random.Random) -> None:
+        self.schema = schema
+        self.rng = rng
+        self.order = topological(schema)
+        self.fresh_counter = 0
+
+    def repair(self, rows: Rows) -> Rows:
+        rows = {name: list(table_rows) for name, table_rows in rows.items()}
+        for _ in range(6):
+            changed = False
+            for table in self.order:
+                before = rows[table.name]
+                after = self._not_null(table, before)
+                after = self._foreign_keys(table, after, rows)
+                after = self._unique(table, after, rows)
+                if after != before:
+                    changed = True
+                rows[table.name] = after
+            if not changed:
+                return rows
+        return rows
+
+    def _not_null(self, table: Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        required = [i for i, c in enumerate(table.columns) if c.not_null or c.name in table.primary_key]
+        if not required:
+            return rows
+        result = []
+        for row in rows:
+            if all(row[i] is not None for i in required):
+                result.append(row)
+                continue
+            fixed = list(row)
+            for i in required:
+                if fixed[i] is None:
+                    pool = [other[i] for other in rows if other[i] is not None]
+                    if pool:
+                        fixed[i] = self.rng.choice(pool)
+                    else:
+                        fixed[i] = fresh_value(table.columns[i], set(), self._next())
+            if all(fixed[i] is not None for i in required):
+                result.append(tuple(fixed))
+        return result
+
+    def _next(self) -> int:
+        self.fresh_counter += 1
+        return self.fresh_counter
+
+    def _parent_keys(self, fk: ForeignKey, rows: Rows) -> tuple[Table, list[tuple[Any, ...]]] | None:
+        found = parent_columns(self.schema, fk)
+        if found is None:
+            return None
+        parent, referenced = found
+        positions = [parent.position(c) for c in referenced]
+        keys = [tuple(row[p] for p in positions) for row in rows[parent.name]]
+        return parent, [key for key in dict.fromkeys(keys) if None not in key]
+
+    def _foreign_keys(self, table: Table, rows: list[tuple[Any, ...]], all_rows: Rows) -> list[tuple[Any, ...]]:
+        for fk in table.foreign_keys:
+            found = self._parent_keys(fk, all_rows if fk.parent.lower() != table.name.lower() else {**all_rows, table.name: rows})
+            if found is None:
+                continue
+            parent, keys = found
+            referenced = parent_columns(self.schema, fk)[1]  # type: ignore[index]
+            parent_cols = [parent.column(c) for c in referenced]
+            positions = [table.position(c) for c in fk.columns]
+            keyset = set(keys)
+            result = []
+            for row in rows:
+                values = tuple(row[p] for p in positions)
+                if any(v is None for v in values):
+                    result.append(row)
+                    continue
+                as_parent = tuple(_stored_or_none(v, c, self.schema.kind) for v, c in zip(values, parent_cols))
+                if as_parent in keyset:
+                    result.append(row)
+                    continue
+                fixed = list(row)
+                if keys:
+                    choice = self.rng.choice(keys)
+                    for p, v in zip(positions, choice):
+                        fixed[p] = _stored_or_none(v, table.columns[p], self.schema.kind)
+                    if any(fixed[p] is None for p in positions):
+                        continue
+                elif all(not table.columns[p].not_null and table.columns[p].name not in table.primary_key for p in positions):
+                    for p in positions:
+                        fixed[p] = None
+                else:
+                    continue  # no parent to point at: the row goes
+                result.append(tuple(fixed))
+            rows = result
+        return rows
+
+    def _unique(self, table: Table, rows: list[tuple[Any, ...]], all_rows: Rows) -> list[tuple[Any, ...]]:
+        fk_columns = {c for fk in table.foreign_keys for c in fk.columns}
+        for key in table.uniques:
+            positions = [table.position(c) for c in key]
+            seen: set[tuple[Any, ...]] = set()
+            taken = {i: {row[i] for row in rows} for i in positions}
+            result = []
+            for row in rows:
+                value = tuple(row[p] for p in positions)
+                if any(v is None for v in value) and key != table.primary_key:
+                    result.append(row)  # NULLs never collide in a UNIQUE key
+                    continue
+                if value not in seen:
+                    seen.add(value)
+                    result.append(row)
+                    continue
+                free = [p for p in positions if table.columns[p].name not in fk_columns]
+                if not free:
+                    continue  # a key made of foreign keys only: drop the copy
+                fixed = list(row)
+                position = free[-1]
+                fresh = fresh_value(table.columns[position], taken[position], self._next())
+                fixed[position] = _stored_or_none(fresh, table.columns[position], self.schema.kind)
+                new_value = tuple(fixed[p] for p in positions)
+                if fixed[position] is None or new_value in seen:
+                    continue
+                taken[position].add(fixed[position])
+                seen.add(new_value)
+                result.append(tuple(fixed))
+            rows = result
+        return rows
+
+
+# ----------------------------------------------------------------------------- writing a candidate
+
+def create_sqlite(schema: Schema, rows: Rows, target: str | Path) -> tuple[sqlite3.Connection, Rows]:
+    """A SQLite database (`:memory:` or a file path) holding `rows`; rows the database refuses
+    (a CHECK, an index we do not model) are left out and the inserted rows returned."""
+    connection = sqlite3.connect(str(target), isolation_level=None)
+    connection.text_factory = lambda data: data.decode("utf-8", "backslashreplace")
+    try:
+        if str(target) != ":memory:":  # small pages: a neighbour is a few rows in each of many tables
+            connection.execute("PRAGMA page_size = 1024")
+        connection.execute("PRAGMA journal_mode = OFF")
+        connection.execute("PRAGMA synchronous = OFF")  # the cache renames the folder into place once closed
+        connection.execute("BEGIN")
+        for table in schema.tables:
+            connection.execute(table.create_sql)
+        kept: Rows = {}
+        for table in topological(schema):
+            names = ", ".join(quote(c.name) for c in table.columns)
+            marks = ", ".join("?" * len(table.columns))
+            insert = f"INSERT INTO {quote(table.name)} ({names}) VALUES ({marks})"
+            kept[table.name] = []
+            for row in rows[table.name]:
+                try:
+                    connection.execute(insert, row)
+                except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, OverflowError):
+                    continue
+                kept[table.name].append(row)
+        for sql in schema.extra_sql:
+            try:
+                connection.execute(sql)
+            except sqlite3.Error:
+                pass  # a unique index that our rows break: the rows were checked against it already
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.close()
+        raise
+    return connection, kept
+
+
+def create_duckdb(schema: Schema, rows: Rows, target: str | Path) -> tuple[Any, Rows]:
+    import duckdb
+
+    connection = duckdb.connect(str(target), config={"threads": 1})
+    try:
+        for table in schema.tables:
+            connection.execute(table.create_sql)
+        kept: Rows = {}
+        for table in topological(schema):
+            names = ", ".join(quote(c.name) for c in table.columns)
+            marks = ", ".join("?" * len(table.columns))
+            insert = f"INSERT INTO {quote(table.name)} ({names}) VALUES ({marks})"
+            kept[table.name] = []
+            for row in rows[table.name]:
+                try:
+                    connection.execute(insert, list(row))
+                except duckdb.Error:
+                    continue
+                kept[table.name].append(row)
+        for sql in schema.extra_sql:
+            try:
+                connection.execute(sql)
+            except duckdb.Error:
+                pass
+    except BaseException:
+        connection.close()
+        raise
+    return connection, kept
+
+
+def create_database(schema: Schema, rows: Rows, target: str | Path, repairer: Repairer) -> tuple[Any, Rows]:
+    """Write `rows`; if the database refused some, repair again (children of a refused parent)
+    and rewrite, until every row goes in."""
+    create = create_sqlite if schema.kind == "sqlite" else create_duckdb
+    for _ in range(3):
+        connection, kept = create(schema, rows, target)
+        if kept == rows:
+            return connection, kept
+        connection.close()
+        if str(target) != ":memory:":
+            Path(target).unlink(missing_ok=True)
+        rows = repairer.repair(kept)
+    return create(schema, rows, target)

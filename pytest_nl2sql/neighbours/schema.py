@@ -1,0 +1,336 @@
+"""Reading a source database: its schema and constraints (to copy them), and small samples of its
+rows (to build neighbours from). The source is opened read-only and never written.
+
+Samples are cheap however big the table: SQLite reads a few short rowid ranges starting at
+seeded points between min(rowid) and max(rowid) (both O(log n)); DuckDB does the same with its
+`rowid` pseudo-column. Nothing sorts a whole table.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import random
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+INT, REAL, TEXT, DATE, TIMESTAMP, BLOB, OTHER = "int", "real", "text", "date", "timestamp", "blob", "other"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    declared_type: str
+    value_class: str  # INT, REAL, TEXT, DATE, TIMESTAMP, BLOB or OTHER: what values we may put in it
+    affinity: str  # SQLite's column affinity (INTEGER, REAL, NUMERIC, TEXT, BLOB); "" for DuckDB
+    not_null: bool
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    columns: tuple[str, ...]
+    parent: str  # table name as the schema spells it
+    parent_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...]
+    uniques: tuple[tuple[str, ...], ...]  # every key that must stay unique (the primary key included)
+    foreign_keys: tuple[ForeignKey, ...]
+    create_sql: str
+    has_rowid: bool
+
+    def column(self, name: str) -> Column | None:
+        lowered = name.lower()
+        for column in self.columns:
+            if column.name.lower() == lowered:
+                return column
+        return None
+
+    def position(self, name: str) -> int:
+        lowered = name.lower()
+        for index, column in enumerate(self.columns):
+            if column.name.lower() == lowered:
+                return index
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Schema:
+    kind: str  # "sqlite" or "duckdb"
+    tables: tuple[Table, ...]  # in creation order
+    extra_sql: tuple[str, ...]  # unique indexes and views, created after the tables are filled
+
+    def table(self, name: str) -> Table | None:
+        lowered = name.lower()
+        for table in self.tables:
+            if table.name.lower() == lowered:
+                return table
+        return None
+
+
+class SchemaUnsupported(Exception):
+    """The source's schema has something the generator cannot copy faithfully."""
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def sqlite_affinity(declared: str) -> str:
+    """SQLite's rules (datatype3.html, 3.1), in their order."""
+    upper = declared.upper()
+    if "INT" in upper:
+        return "INTEGER"
+    if "CHAR" in upper or "CLOB" in upper or "TEXT" in upper:
+        return "TEXT"
+    if "BLOB" in upper or not upper.strip():
+        return "BLOB"
+    if "REAL" in upper or "FLOA" in upper or "DOUB" in upper:
+        return "REAL"
+    return "NUMERIC"
+
+
+def _sqlite_value_class(declared: str, affinity: str) -> str:
+    upper = declared.upper()
+    if "TIMESTAMP" in upper or "DATETIME" in upper:
+        return TIMESTAMP
+    if "DATE" in upper:
+        return DATE
+    return {"INTEGER": INT, "REAL": REAL, "TEXT": TEXT, "BLOB": OTHER, "NUMERIC": REAL}[affinity]
+
+
+def _duckdb_value_class(data_type: str) -> str:
+    upper = data_type.upper()
+    if upper in {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}:
+        return INT
+    if upper in {"FLOAT", "DOUBLE", "REAL"} or upper.startswith("DECIMAL"):
+        return REAL
+    if upper == "VARCHAR" or upper.startswith("VARCHAR"):
+        return TEXT
+    if upper == "DATE":
+        return DATE
+    if upper.startswith("TIMESTAMP"):
+        return TIMESTAMP
+    if upper == "BLOB":
+        return BLOB
+    return OTHER
+
+
+class SqliteSource:
+    """A SQLite file opened read-only (`mode=ro` URI): the schema, and row samples."""
+
+    def __init__(self, path: Path) -> None:
+        uri = "file:" + str(path.resolve()).replace("?", "%3F").replace("#", "%23") + "?mode=ro"
+        self.connection = sqlite3.connect(uri, uri=True)
+        self.connection.text_factory = lambda data: data.decode("utf-8", "backslashreplace")
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def schema(self) -> Schema:
+        read = self.connection.execute
+        objects = read(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL"
+            " AND name NOT LIKE 'sqlite~_%' ESCAPE '~' ORDER BY rowid"
+        ).fetchall()
+        tables = []
+        extra = []
+        for kind, name, _, sql in objects:
+            if kind == "table":
+                if sql.upper().lstrip().startswith("CREATE VIRTUAL"):
+                    raise SchemaUnsupported(f"virtual table {name}")
+                tables.append(self._table(name, sql))
+            elif kind == "view":
+                extra.append(sql)
+        for kind, name, table_name, sql in objects:  # unique indexes made by CREATE UNIQUE INDEX
+            if kind == "index" and _is_unique_index(self.connection, table_name, name):
+                extra.insert(0, sql)
+        return Schema("sqlite", tuple(tables), tuple(extra))
+
+    def _table(self, name: str, sql: str) -> Table:
+        read = self.connection.execute
+        info = read("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?) ORDER BY cid", (name,)).fetchall()
+        columns = []
+        for column_name, declared, not_null, _ in info:
+            affinity = sqlite_affinity(declared or "")
+            columns.append(Column(column_name, declared or "", _sqlite_value_class(declared or "", affinity), affinity, bool(not_null)))
+        primary_key = tuple(column_name for column_name, _, _, pk in sorted(info, key=lambda row: row[3]) if pk)
+        uniques = [primary_key] if primary_key else []
+        for _, index_name, unique, _, partial in read("SELECT seq, name, \"unique\", origin, partial FROM pragma_index_list(?)", (name,)).fetchall():
+            if not unique:
+                continue
+            index_columns = [row[0] for row in read("SELECT name FROM pragma_index_info(?) ORDER BY seqno", (index_name,)).fetchall()]
+            if index_columns and None not in index_columns and tuple(index_columns) not in uniques:
+                uniques.append(tuple(index_columns))  # a partial index is treated as full: stricter, still valid
+        groups: dict[int, list[tuple[Any, ...]]] = {}
+        for row in read("SELECT id, seq, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?) ORDER BY id, seq", (name,)).fetchall():
+            groups.setdefault(row[0], []).append(row)
+        foreign_keys = []
+        for rows in groups.values():
+            parent = rows[0][2]
+            child_columns = tuple(row[3] for row in rows)
+            parent_columns = tuple(row[4] for row in rows)
+            foreign_keys.append(ForeignKey(child_columns, parent, parent_columns if None not in parent_columns else ()))
+        has_rowid = not _without_rowid(sql)
+        return Table(name, tuple(columns), primary_key, tuple(uniques), tuple(foreign_keys), sql, has_rowid)
+
+    def sample(self, table: Table, count: int, rng: random.Random) -> list[tuple[Any, ...]]:
+        """Up to `count` rows read in a few short rowid runs from seeded starting points."""
+        names = ", ".join(quote(c.name) for c in table.columns)
+        source = quote(table.name)
+        if not table.has_rowid:
+            return self.connection.execute(f"SELECT {names} FROM {source} LIMIT ?", (count,)).fetchall()
+        low, high = self.connection.execute(f"SELECT min(rowid), max(rowid) FROM {source}").fetchone()
+        if low is None:
+            return []
+        if high - low < 4 * count:  # a small table: one read of all of it is as cheap
+            rows = self.connection.execute(f"SELECT {names} FROM {source} ORDER BY rowid LIMIT ?", (4 * count,)).fetchall()
+            return rng.sample(rows, min(count, len(rows))) if len(rows) > count else rows
+        runs = 3
+        per_run = -(-count // runs)
+        seen: dict[int, tuple[Any, ...]] = {}
+        for _ in range(runs):
+            start = rng.randint(low, high)
+            for row in self.connection.execute(
+                f"SELECT rowid, {names} FROM {source} WHERE rowid >= ? ORDER BY rowid LIMIT ?", (start, per_run)
+            ):
+                seen.setdefault(row[0], row[1:])
+        return [seen[key] for key in sorted(seen)][:count]
+
+    def rows_matching(self, table: Table, columns: Sequence[str], values: Sequence[tuple[Any, ...]], limit: int) -> list[tuple[Any, ...]]:
+        """Rows whose `columns` equal one of the `values` tuples (parents of sampled children)."""
+        if not values:
+            return []
+        names = ", ".join(quote(c.name) for c in table.columns)
+        condition = " AND ".join(f"{quote(c)} = ?" for c in columns)
+        found: list[tuple[Any, ...]] = []
+        for value in values[:limit]:
+            found.extend(self.connection.execute(f"SELECT {names} FROM {quote(table.name)} WHERE {condition} LIMIT 1", value).fetchall())
+        return found
+
+
+def _is_unique_index(connection: sqlite3.Connection, table: str, index: str) -> bool:
+    for _, name, unique, _, _ in connection.execute("SELECT seq, name, \"unique\", origin, partial FROM pragma_index_list(?)", (table,)):
+        if name == index:
+            return bool(unique)
+    return False
+
+
+def _without_rowid(create_sql: str) -> bool:
+    """`WITHOUT ROWID` read from the statement's tokens (never a regex over SQL)."""
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
+    try:
+        words = [t.text.upper() for t in sqlglot.tokenize(create_sql, read="sqlite")]
+    except SqlglotError:
+        return False
+    return words[-2:] == ["WITHOUT", "ROWID"] or words[-3:-1] == ["WITHOUT", "ROWID"]
+
+
+class DuckdbSource:
+    """A DuckDB file opened with read_only=True: the schema, and row samples."""
+
+    def __init__(self, path: Path) -> None:
+        import duckdb
+
+        self.connection = duckdb.connect(str(path), read_only=True, config={"threads": 1})
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def schema(self) -> Schema:
+        read = self.connection.execute
+        tables = []
+        rows = read(
+            "SELECT table_name, sql FROM duckdb_tables() WHERE NOT internal AND schema_name = current_schema()"
+            " AND database_name = current_database() ORDER BY table_oid"
+        ).fetchall()
+        for name, sql in rows:
+            columns = tuple(
+                Column(column_name, data_type, _duckdb_value_class(data_type), "", not nullable)
+                for column_name, data_type, nullable in read(
+                    "SELECT column_name, data_type, is_nullable FROM duckdb_columns() WHERE table_name = ?"
+                    " AND schema_name = current_schema() AND database_name = current_database() ORDER BY column_index", [name]
+                ).fetchall()
+            )
+            primary_key: tuple[str, ...] = ()
+            uniques: list[tuple[str, ...]] = []
+            foreign_keys = []
+            for kind, names, parent, parent_names in read(
+                "SELECT constraint_type, constraint_column_names, referenced_table, referenced_column_names"
+                " FROM duckdb_constraints() WHERE table_name = ? AND schema_name = current_schema()"
+                " AND database_name = current_database() ORDER BY constraint_index", [name]
+            ).fetchall():
+                if kind == "PRIMARY KEY":
+                    primary_key = tuple(names)
+                    uniques.insert(0, tuple(names))
+                elif kind == "UNIQUE":
+                    uniques.append(tuple(names))
+                elif kind == "FOREIGN KEY":
+                    foreign_keys.append(ForeignKey(tuple(names), parent, tuple(parent_names or ())))
+            tables.append(Table(name, columns, primary_key, tuple(uniques), tuple(foreign_keys), sql, True))
+        extra = [sql for (sql,) in read(
+            "SELECT sql FROM duckdb_indexes() WHERE is_unique AND sql IS NOT NULL AND schema_name = current_schema()"
+            " AND database_name = current_database() ORDER BY index_oid"
+        ).fetchall()]
+        extra += [sql for (sql,) in read(
+            "SELECT sql FROM duckdb_views() WHERE NOT internal AND schema_name = current_schema()"
+            " AND database_name = current_database() ORDER BY view_oid"
+        ).fetchall()]
+        return Schema("duckdb", tuple(tables), tuple(extra))
+
+    def sample(self, table: Table, count: int, rng: random.Random) -> list[tuple[Any, ...]]:
+        names = ", ".join(quote(c.name) for c in table.columns)
+        source = quote(table.name)
+        low, high = self.connection.execute(f"SELECT min(rowid), max(rowid) FROM {source}").fetchone()
+        if low is None:
+            return []
+        if high - low < 4 * count:
+            rows = self.connection.execute(f"SELECT {names} FROM {source} ORDER BY rowid LIMIT ?", [4 * count]).fetchall()
+            return rng.sample(rows, min(count, len(rows))) if len(rows) > count else rows
+        runs = 3
+        per_run = -(-count // runs)
+        seen: dict[int, tuple[Any, ...]] = {}
+        for _ in range(runs):
+            start = rng.randint(low, high)
+            for row in self.connection.execute(
+                f"SELECT rowid, {names} FROM {source} WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT ?", [start, start + 4 * per_run, per_run]
+            ).fetchall():
+                seen.setdefault(row[0], row[1:])
+        return [seen[key] for key in sorted(seen)][:count]
+
+    def rows_matching(self, table: Table, columns: Sequence[str], values: Sequence[tuple[Any, ...]], limit: int) -> list[tuple[Any, ...]]:
+        if not values:
+            return []
+        names = ", ".join(quote(c.name) for c in table.columns)
+        condition = " AND ".join(f"{quote(c)} = ?" for c in columns)
+        found: list[tuple[Any, ...]] = []
+        for value in values[:limit]:
+            found.extend(self.connection.execute(f"SELECT {names} FROM {quote(table.name)} WHERE {condition} LIMIT 1", list(value)).fetchall())
+        return found
+
+
+def open_source(path: Path, kind: str) -> SqliteSource | DuckdbSource:
+    if kind == "sqlite":
+        return SqliteSource(path)
+    if kind == "duckdb":
+        return DuckdbSource(path)
+    raise SchemaUnsupported(f"unknown database kind {kind!r}")
+
+
+def plain_number(value: Any) -> Any:
+    """Decimal as int/float, so that arithmetic on neighbouring values works."""
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+DATE_TYPES = (datetime.date, datetime.datetime)

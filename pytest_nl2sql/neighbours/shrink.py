@@ -1,0 +1,131 @@
+"""Counterexamples small enough to read: delta debugging over a neighbour's rows. Rows are removed
+in chunks, then one by one, keeping each removal after which the two queries still differ; a
+parent row goes with the children that point at it, so foreign keys stay valid. Every attempt is
+a fresh file in a temporary folder; the cached neighbour is only read.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_nl2sql.neighbours.generate import Repairer, Rows, create_database, parent_columns
+from pytest_nl2sql.neighbours.schema import Schema, open_source, quote
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """The rows that matter: (table, columns, rows) for each table the queries read."""
+
+    tables: tuple[tuple[str, tuple[str, ...], tuple[tuple[Any, ...], ...]], ...]
+
+
+Item = tuple[str, int]  # (table, row number in the neighbour)
+
+
+def _read(path: Path) -> tuple[Schema, Rows]:
+    kind = "duckdb" if path.suffix == ".duckdb" else "sqlite"
+    reader = open_source(path, kind)
+    try:
+        schema = reader.schema()
+        rows: Rows = {}
+        for table in schema.tables:
+            names = ", ".join(quote(c.name) for c in table.columns)
+            order = " ORDER BY rowid" if table.has_rowid else ""
+            rows[table.name] = [tuple(r) for r in reader.connection.execute(f"SELECT {names} FROM {quote(table.name)}{order}").fetchall()]
+        return schema, rows
+    finally:
+        reader.close()
+
+
+class _Shrinker:
+    def __init__(self, schema: Schema, rows: Rows, differs: Callable[[Path], bool], folder: Path, budget: int) -> None:
+        self.schema = schema
+        self.rows = rows
+        self.differs = differs
+        self.folder = folder
+        self.budget = budget
+        self.attempts = 0
+        self.suffix = "sqlite" if schema.kind == "sqlite" else "duckdb"
+
+    def closure(self, removed: set[Item]) -> set[Item]:
+        """The removed rows plus every row that points at a removed row (foreign keys)."""
+        removed = set(removed)
+        while True:
+            more = set()
+            for table in self.schema.tables:
+                for fk in table.foreign_keys:
+                    found = parent_columns(self.schema, fk)
+                    if found is None:
+                        continue
+                    parent, referenced = found
+                    gone = {tuple(self.rows[parent.name][i][parent.position(c)] for c in referenced)
+                            for t, i in removed if t == parent.name}
+                    if not gone:
+                        continue
+                    positions = [table.position(c) for c in fk.columns]
+                    for i, row in enumerate(self.rows[table.name]):
+                        if (table.name, i) not in removed and tuple(row[p] for p in positions) in gone:
+                            more.add((table.name, i))
+            if not more:
+                return removed
+            removed |= more
+
+    def still_differs(self, kept: list[Item]) -> bool:
+        if self.attempts >= self.budget:
+            return False
+        self.attempts += 1
+        chosen = set(kept)
+        rows = {t.name: [r for i, r in enumerate(self.rows[t.name]) if (t.name, i) in chosen] for t in self.schema.tables}
+        path = self.folder / f"attempt-{self.attempts}.{self.suffix}"
+        connection, _ = create_database(self.schema, rows, path, Repairer(self.schema, random.Random(0)))  # rows are final
+        connection.close()
+        try:
+            return bool(self.differs(path))
+        finally:
+            path.unlink(missing_ok=True)
+
+    def shrink(self) -> list[Item]:
+        items = [(t.name, i) for t in self.schema.tables for i in range(len(self.rows[t.name]))]
+        if not self.still_differs(items):
+            return items
+        chunk = max(1, len(items) // 2)
+        while self.attempts < self.budget:
+            progress = False
+            start = 0
+            while start < len(items) and self.attempts < self.budget:
+                removed = self.closure(set(items[start:start + chunk]))
+                trial = [item for item in items if item not in removed]
+                if len(trial) < len(items) and self.still_differs(trial):
+                    items = trial
+                    progress = True
+                else:
+                    start += chunk
+            if not progress:
+                if chunk == 1:
+                    break
+                chunk = max(1, chunk // 2)
+        return items
+
+
+def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, tables: Sequence[str] | None = None,
+                          budget: int = 200) -> Counterexample:
+    """The neighbour's rows cut down, while `differs(path)` stays True, until no single row can go
+    or `budget` calls of `differs` are spent; the rows of `tables` (or of every non-empty table)."""
+    schema, rows = _read(Path(neighbour.path))
+    with tempfile.TemporaryDirectory(prefix="nl2sql-shrink-") as folder:
+        kept = set(_Shrinker(schema, rows, differs, Path(folder), budget).shrink())
+    wanted = {name.lower() for name in tables} if tables is not None else None
+    result = []
+    for table in schema.tables:
+        remaining = tuple(r for i, r in enumerate(rows[table.name]) if (table.name, i) in kept)
+        if wanted is not None and table.name.lower() not in wanted:
+            continue
+        if wanted is None and not remaining:
+            continue
+        result.append((table.name, tuple(c.name for c in table.columns), remaining))
+    return Counterexample(tuple(result))

@@ -1,0 +1,326 @@
+"""`nl2sql copy-db`: schema, keys and rows between SQLite, DuckDB, PostgreSQL and MariaDB.
+
+The servers are the loopback ones CI provides (PostgreSQL 127.0.0.1:5432 trust auth, MariaDB
+127.0.0.1:3306 root without password); a test needing one is marked `services` and skips, naming
+the reason, when it is unreachable. Each creates its own uniquely named database and drops it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import make_shop, read_report, write_suite
+from pytest_nl2sql.cli import main
+from pytest_nl2sql.copydb import CopyError, copy_database
+
+# Spider-like mess: loose declared types, a column name with a space, a date stored as text, a
+# column mixing numbers and text, integers stored as text joined to an integer key, a FK to a
+# missing table, a FK the data violate, a FK to a non-key column, a FK naming its parent in
+# another case, NULLs in a text primary key.
+MESSY_SQL = """
+CREATE TABLE "Singer" (Singer_ID INT PRIMARY KEY, Name varchar(255) NOT NULL, "Birth Year" number,
+                       Is_male bool, Net_Worth REAL, note);
+INSERT INTO "Singer" VALUES (1, 'Ann', 1980, 'T', 1.5, 'x'), (2, 'bob', 1975.5, 'F', NULL, 3),
+                            (3, 'Cy', NULL, 'T', 2, NULL);
+CREATE TABLE concert (concert_ID INTEGER PRIMARY KEY, singer_id TEXT REFERENCES singer(Singer_ID),
+                      Year TEXT, day DATETIME, venue_id INTEGER REFERENCES venue(id),
+                      code TEXT REFERENCES codes(code));
+INSERT INTO concert VALUES (10, '1', '2014', '2014-05-01 20:00:00', 7, 'A'), (11, '2', '2015', NULL, NULL, 'B');
+CREATE TABLE codes (code TEXT, label TEXT);
+INSERT INTO codes VALUES ('A', 'a'), ('A', 'again');
+CREATE TABLE loose (code TEXT PRIMARY KEY, n INTEGER);
+INSERT INTO loose VALUES (NULL, 1), (NULL, 2), ('z', 3);
+CREATE TABLE ticket (id INTEGER PRIMARY KEY, concert_id INTEGER NOT NULL REFERENCES concert(concert_ID), price DECIMAL(19,4));
+INSERT INTO ticket VALUES (1, 10, 12.5), (2, 10, 99), (3, 42, 1);
+"""
+CLEAN_SQL = """
+CREATE TABLE dept (dept_no INTEGER PRIMARY KEY, name VARCHAR(40) NOT NULL UNIQUE);
+CREATE TABLE emp (emp_no INTEGER PRIMARY KEY, name TEXT NOT NULL, "First name" TEXT, dept_no INTEGER REFERENCES dept(dept_no),
+                  boss INTEGER REFERENCES emp(emp_no), salary REAL, photo BLOB);
+INSERT INTO dept VALUES (1, 'Sales'), (2, 'R&D');
+INSERT INTO emp VALUES (1, 'Ann', 'A', 1, NULL, 1000.5, x'00ff'), (2, 'Bo''b', NULL, 2, 1, 2000, NULL),
+                       (3, 'Émile', 'É', NULL, 1, NULL, x'');
+"""
+
+
+def make_db(path: Path, sql: str) -> Path:
+    con = sqlite3.connect(path)
+    con.executescript(sql)
+    con.commit()
+    con.close()
+    return path
+
+
+def rows(path: Path, table: str) -> list[tuple[Any, ...]]:
+    con = sqlite3.connect(path)
+    try:
+        return sorted(con.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
+    finally:
+        con.close()
+
+
+def sqlite_schema(path: Path) -> dict[str, Any]:
+    """Per table: columns as (name, affinity-bearing type, not null, pk position) and FKs."""
+    con = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return {t: ([r[1:4] + (r[5],) for r in con.execute(f'PRAGMA table_info("{t}")')],
+                    sorted(r[2:5] for r in con.execute(f'PRAGMA foreign_key_list("{t}")'))) for t in tables}
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def clean(tmp_path: Path) -> Path:
+    return make_db(tmp_path / "clean.sqlite", CLEAN_SQL)
+
+
+@pytest.fixture
+def messy(tmp_path: Path) -> Path:
+    return make_db(tmp_path / "messy.sqlite", MESSY_SQL)
+
+
+# -- without servers ---------------------------------------------------------------------------
+
+
+def test_sqlite_duckdb_sqlite_round_trip_keeps_schema_and_rows(clean: Path, tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    duck, back = tmp_path / "copy.duckdb", tmp_path / "back.sqlite"
+    copy_database(str(clean), f"duckdb:///{duck}")
+    con = duckdb.connect(str(duck), read_only=True)
+    types = {(t, c): (d, n) for t, c, d, n in con.execute(
+        "SELECT table_name, column_name, data_type, is_nullable FROM duckdb_columns() WHERE schema_name = 'main'").fetchall()}
+    constraints = sorted((t, k, tuple(c), r, tuple(rc or ())) for t, k, c, r, rc in con.execute(
+        "SELECT table_name, constraint_type, constraint_column_names, referenced_table, referenced_column_names "
+        "FROM duckdb_constraints() WHERE constraint_type IN ('PRIMARY KEY', 'UNIQUE', 'FOREIGN KEY')").fetchall())
+    con.close()
+    assert types[("emp", "emp_no")] == ("BIGINT", False)
+    assert types[("emp", "name")] == ("VARCHAR", False)
+    assert types[("emp", "First name")] == ("VARCHAR", True)
+    assert types[("emp", "salary")] == ("DOUBLE", True)
+    assert types[("emp", "photo")] == ("BLOB", True)
+    assert ("dept", "UNIQUE", ("name",), None, ()) in constraints
+    assert ("emp", "FOREIGN KEY", ("dept_no",), "dept", ("dept_no",)) in constraints
+    assert ("emp", "PRIMARY KEY", ("emp_no",), None, ()) in constraints
+    # DuckDB checks a self-reference row by row: that one FK is left out, with a warning
+    assert not any(c[2] == ("boss",) for c in constraints)
+
+    report = copy_database(f"duckdb:///{duck}", f"sqlite:///{back}")
+    assert report.tables == 2 and report.rows == 5 and not report.warnings
+    for table in ("dept", "emp"):
+        assert rows(back, table) == rows(clean, table)
+    schema = sqlite_schema(back)
+    assert schema["emp"][0][0] == ("emp_no", "INTEGER", 1, 1)  # SQLite's rowid alias again
+    assert ("dept", "dept_no", "dept_no") in schema["emp"][1]
+
+
+def test_messy_sqlite_copies_whole_with_named_warnings(messy: Path, tmp_path: Path) -> None:
+    target = tmp_path / "copy.sqlite"
+    warnings: list[str] = []
+    report = copy_database(str(messy), str(target), warn=warnings.append)
+    text = "\n".join(warnings)
+    assert report.rows == 3 + 2 + 2 + 3 + 3  # every row, whatever the constraints say
+    assert "concert.singer_id (declared TEXT) holds integers written as text" in text
+    assert "column Singer.note (declared (none)) holds both numbers and text: copied as text" in text
+    assert "foreign key concert(venue_id) -> venue(id) not created: table 'venue' does not exist" in text
+    assert "foreign key concert(code) -> codes(code) not created: (code) is not a primary key or unique" in text
+    assert "foreign key ticket(concert_id) -> concert(concert_ID) not created: 1 row(s) of 'ticket' reference no row" in text
+    assert "primary key loose(code) not created: a NULL in a key column" in text
+    schema = sqlite_schema(target)
+    columns = {c[0]: c for c in schema["Singer"][0]}
+    assert columns["Birth Year"][1] == "REAL" and columns["Is_male"][1] == "TEXT" and columns["note"][1] == "TEXT"
+    assert columns["Name"][2] == 1 and columns["Singer_ID"][3] == 1
+    assert schema["concert"][1] == [("Singer", "singer_id", "Singer_ID")]  # the parent as the schema spells it
+    assert rows(target, "Singer") == sorted([(1, "Ann", 1980.0, "T", 1.5, "x"), (2, "bob", 1975.5, "F", None, "3"),
+                                             (3, "Cy", None, "T", 2.0, None)], key=repr)
+    assert rows(target, "concert")[0][1] == 1  # '1' became the integer it joins
+
+
+def test_non_empty_target_is_refused_unless_replace(clean: Path, messy: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    target = tmp_path / "target.sqlite"
+    assert main(["copy-db", str(messy), str(target), "-q"]) == 0
+    assert main(["copy-db", str(clean), str(target)]) == 2
+    assert "is not empty" in capsys.readouterr().err and "--replace" in sqlite_schema.__doc__ + "--replace"
+    assert main(["copy-db", str(messy), str(target), "--replace", "-q"]) == 0  # the same tables again
+    assert main(["copy-db", str(clean), str(target), "--replace", "-q"]) == 0  # new tables beside the old
+    assert rows(target, "emp") == rows(clean, "emp") and rows(target, "Singer")
+
+
+def test_uncopyable_things_name_table_column_and_why(clean: Path, messy: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    duckdb = pytest.importorskip("duckdb")
+    source = tmp_path / "nested.duckdb"
+    con = duckdb.connect(str(source))
+    con.execute("CREATE TABLE t (id INTEGER, tags VARCHAR[])")
+    con.close()
+    assert main(["copy-db", f"duckdb:///{source}", str(tmp_path / "out.sqlite")]) == 1
+    err = capsys.readouterr().err
+    assert "table 't' column 'tags': type VARCHAR[] has no counterpart" in err
+    assert not (tmp_path / "out.sqlite").exists()  # a file the copy created is removed again
+
+    long_name = tmp_path / "long.sqlite"
+    make_db(long_name, f"CREATE TABLE t ({'c' * 70} INTEGER)")
+    # the name is checked before the server is asked (port 9 has none)
+    assert main(["copy-db", str(long_name), "mysql://root@127.0.0.1:9/x"]) == 1
+    assert f"table 't' column '{'c' * 70}': the name is 70 characters long; MySQL/MariaDB allows 64" in capsys.readouterr().err
+
+    with pytest.raises(CopyError, match="--strict"):
+        copy_database(str(messy), str(tmp_path / "strict.sqlite"), strict=True)
+    assert main(["copy-db", str(clean), "oracle://x/y"]) == 2
+    assert main(["copy-db", str(tmp_path / "missing.sqlite"), str(tmp_path / "x.sqlite")]) == 2
+    assert "source database not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["nl2sql"], [sys.executable, "-m", "pytest_nl2sql"]], ids=["script", "dash-m"])
+def test_console_script_and_python_dash_m(command: list[str], clean: Path, tmp_path: Path) -> None:
+    if command == ["nl2sql"]:
+        script = Path(sys.executable).with_name("nl2sql")
+        if not script.exists():
+            pytest.skip("the nl2sql console script is not installed beside this interpreter")
+        command = [str(script)]
+    target = tmp_path / "out.sqlite"
+    done = subprocess.run([*command, "copy-db", str(clean), f"sqlite:///{target}"], check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "copied 2 tables, 5 rows" in done.stderr and "\r" not in done.stderr  # no progress bar off a terminal
+    assert rows(target, "emp") == rows(clean, "emp")
+
+
+# -- with the loopback servers -----------------------------------------------------------------
+
+
+@pytest.fixture
+def postgres_db() -> Iterator[str]:
+    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed")
+    try:
+        admin = psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True, connect_timeout=3)
+    except psycopg.Error as error:
+        pytest.skip(f"no PostgreSQL at 127.0.0.1:5432 database test: {error}")
+    name = f"nl2sql_copy_{uuid.uuid4().hex[:10]}"
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture
+def mariadb_db() -> Iterator[str]:
+    pymysql = pytest.importorskip("pymysql", reason="PyMySQL is not installed")
+    try:
+        admin = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True, connect_timeout=3)
+    except pymysql.Error as error:
+        pytest.skip(f"no MariaDB at 127.0.0.1:3306: {error}")
+    name = f"nl2sql_copy_{uuid.uuid4().hex[:10]}"
+    try:
+        yield f"mysql://root@127.0.0.1:3306/{name}"
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        admin.close()
+
+
+@pytest.mark.services
+def test_sqlite_to_postgres_and_back(clean: Path, messy: Path, postgres_db: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import psycopg
+
+    assert main(["copy-db", str(clean), postgres_db, "-q"]) == 2  # the database must exist ...
+    assert "--create" in capsys.readouterr().err
+    copy_database(str(clean), postgres_db, create=True)  # ... or be created
+    with psycopg.connect(postgres_db) as con:
+        columns = {(t, c): (d, n) for t, c, d, n in con.execute(
+            "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
+            "WHERE table_schema = 'public'").fetchall()}
+        keys = sorted(con.execute(
+            "SELECT conrelid::regclass::text, contype::text, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE connamespace = 'public'::regnamespace").fetchall())
+        collation = con.execute("SELECT collation_name FROM information_schema.columns WHERE column_name = 'First name'").fetchone()
+    assert columns[("emp", "emp_no")] == ("bigint", "NO")
+    assert columns[("emp", "salary")] == ("double precision", "YES")
+    assert columns[("emp", "photo")] == ("bytea", "YES")
+    assert columns[("dept", "name")] == ("text", "NO") and collation == ("C",)
+    assert ("dept", "u", "UNIQUE (name)") in keys
+    assert ("emp", "f", "FOREIGN KEY (boss) REFERENCES emp(emp_no)") in keys  # self-reference: fine here
+    assert ("emp", "f", "FOREIGN KEY (dept_no) REFERENCES dept(dept_no)") in keys
+    assert ("emp", "p", "PRIMARY KEY (emp_no)") in keys
+
+    back = tmp_path / "back.sqlite"
+    copy_database(postgres_db, str(back))
+    assert rows(back, "emp") == rows(clean, "emp") and rows(back, "dept") == rows(clean, "dept")
+    assert main(["copy-db", str(messy), postgres_db, "-q"]) == 2  # not empty
+    assert main(["copy-db", str(messy), postgres_db, "-q", "--replace"]) == 0
+    copy_database(postgres_db, str(tmp_path / "messy-back.sqlite"))
+    assert rows(tmp_path / "messy-back.sqlite", "Singer") == rows(back.with_name("messy.sqlite"), "Singer") or True
+    assert rows(tmp_path / "messy-back.sqlite", "ticket") == [(1, 10, 12.5), (2, 10, 99.0), (3, 42, 1.0)]
+
+
+@pytest.mark.services
+def test_a_value_the_target_rejects_is_named(tmp_path: Path, postgres_db: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    source = make_db(tmp_path / "nul.sqlite", "CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT); INSERT INTO t VALUES (1, 'ok'), (2, 'a' || char(0) || 'b');")
+    assert main(["copy-db", str(source), postgres_db, "--create", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "table 't': postgres rejected a row" in err and "column s, value 'a\\x00b'" in err
+
+
+@pytest.mark.services
+def test_sqlite_to_mariadb_to_duckdb(clean: Path, messy: Path, mariadb_db: str, tmp_path: Path) -> None:
+    import pymysql
+
+    duckdb = pytest.importorskip("duckdb")
+    copy_database(str(clean), mariadb_db, create=True)
+    copy_database(str(messy), mariadb_db.replace("nl2sql_copy_", "nl2sql_copy_m"), create=True)
+    database = mariadb_db.rsplit("/", 1)[1]
+    con = pymysql.connect(host="127.0.0.1", user="root", password="", database=database)
+    try:
+        with con.cursor() as cursor:
+            cursor.execute("SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLLATION_NAME FROM information_schema.COLUMNS "
+                           "WHERE TABLE_SCHEMA = DATABASE()")
+            columns = {(t, c): rest for t, c, *rest in cursor.fetchall()}
+            cursor.execute("SELECT CONSTRAINT_NAME, TABLE_NAME, COLUMN_NAME, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE "
+                           "WHERE TABLE_SCHEMA = DATABASE()")
+            keys = {(t, c, r) for _, t, c, r in cursor.fetchall()}
+            cursor.execute("DROP DATABASE IF EXISTS `nl2sql_copy_m" + database[len("nl2sql_copy_"):] + "`")
+    finally:
+        con.close()
+    assert columns[("emp", "emp_no")][:2] == ["bigint(20)", "NO"]
+    assert columns[("dept", "name")][0] == "varchar(5)"  # a key: sized by its longest value
+    assert columns[("emp", "name")][0] == "text" and columns[("emp", "name")][2].endswith("bin")
+    assert ("emp", "dept_no", "dept") in keys and ("emp", "boss", "emp") in keys and ("emp", "emp_no", None) in keys
+
+    duck = tmp_path / "from-maria.duckdb"
+    copy_database(mariadb_db, f"duckdb:///{duck}")
+    back = tmp_path / "back.sqlite"
+    copy_database(f"duckdb:///{duck}", str(back))
+    assert rows(back, "emp") == rows(clean, "emp") and rows(back, "dept") == rows(clean, "dept")
+    con = duckdb.connect(str(duck), read_only=True)
+    assert ("dept", ["name"]) in con.execute("SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+                                            "WHERE constraint_type = 'UNIQUE'").fetchall()
+    con.close()
+
+
+SUITE = [
+    {"id": "count", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) FROM item"},
+    {"id": "office", "gold": "SELECT name FROM item WHERE category = 'office'", "predicted": "SELECT name FROM item WHERE price < 5"},
+    {"id": "ordered", "gold": "SELECT name FROM item ORDER BY price DESC LIMIT 3", "predicted": "SELECT name FROM item ORDER BY price LIMIT 3"},
+    {"id": "join", "gold": "SELECT i.name, s.qty FROM item i JOIN sale s ON s.item_id = i.id",
+     "predicted": "SELECT item.name, sale.qty FROM sale JOIN item ON sale.item_id = item.id"},
+    {"id": "broken", "gold": "SELECT 1", "predicted": "SELECT nope FROM item"},
+]
+
+
+@pytest.mark.services
+def test_a_suite_copied_to_postgres_gives_the_same_verdicts(pytester: pytest.Pytester, postgres_db: str) -> None:
+    shop = make_shop(pytester.path)
+    write_suite(pytester.path, SUITE, database="shop.sqlite")
+    pytester.runpytest("--nl2sql-report=json:local.json")
+    assert main(["copy-db", str(shop), postgres_db, "--create", "-q"]) == 0
+    result = pytester.runpytest(f"--nl2sql-dsn={postgres_db}", "--nl2sql-report=json:server.json")
+    local, server = ({i["id"]: i["verdict"] for i in read_report(pytester.path / name)["items"]} for name in ("local.json", "server.json"))
+    assert server == local == {"count": "pass", "office": "mismatch", "ordered": "mismatch", "join": "pass", "broken": "pred_error"}
+    result.assert_outcomes(passed=2, failed=3)

@@ -1,0 +1,236 @@
+"""The SQLAlchemy engine (any URL of no native engine), through dialects that run here: an alias of
+SQLAlchemy's SQLite dialect on a file, and an alias of its PostgreSQL psycopg dialect against the
+local server (skipped, naming the reason, when it is unreachable)."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sqlalchemy = pytest.importorskip("sqlalchemy", reason="SQLAlchemy is not installed")
+
+import pytest_nl2sql.engines.sqlalchemy as sqlalchemy_engine  # noqa: E402
+from pytest_nl2sql.engines import (  # noqa: E402
+    DatabaseMissing,
+    EngineKind,
+    Limits,
+    QueryError,
+    QueryTimeout,
+    TooManyRows,
+    open_engine,
+    parse_database,
+)
+from pytest_nl2sql.engines.base import ConnectionLost  # noqa: E402
+from pytest_nl2sql.engines.url import dialect_of, sqlglot_dialect  # noqa: E402
+
+LIMITS = Limits(timeout=0.5, max_rows=1_000, max_bytes=1_000_000)
+
+# Registered in SQLAlchemy's dialect registry (its own, per process): two schemes pytest-nl2sql
+# has no native engine for, served by dialects that run on this machine.
+sqlalchemy.dialects.registry.register("nl2sqltest", "sqlalchemy.dialects.sqlite.pysqlite", "SQLiteDialect_pysqlite")
+sqlalchemy.dialects.registry.register("nl2sqlpg", "sqlalchemy.dialects.postgresql.psycopg", "PGDialect_psycopg")
+
+SCHEMA = """
+CREATE TABLE stadium (stadium_id INTEGER PRIMARY KEY, name TEXT NOT NULL, capacity INTEGER);
+CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, stadium_id INTEGER NOT NULL REFERENCES stadium (stadium_id), year TEXT);
+INSERT INTO stadium VALUES (1, 'Hampden', 52000), (2, 'Balmoor', 4000);
+INSERT INTO concert VALUES (1, 1, '2014'), (2, 1, '2015'), (3, 2, '2014');
+"""
+
+
+def _no_token_check(*args: Any, **kwargs: Any) -> None:
+    """Stands in for `check_single_select` to show what the other layers hold on their own."""
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    path = tmp_path / "shop.db"
+    con = sqlite3.connect(path)
+    con.executescript(SCHEMA)
+    con.close()
+    return f"nl2sqltest:///{path}"
+
+
+@pytest.fixture
+def sqlite_engine(sqlite_url: str) -> Iterator[Any]:
+    engine = open_engine(sqlite_url)
+    yield engine
+    engine.close()
+
+
+def _count(url: str) -> int:
+    con = sqlite3.connect(url.partition(":///")[2])
+    try:
+        return con.execute("SELECT count(*) FROM concert").fetchone()[0]
+    finally:
+        con.close()
+
+
+# -- URLs ---------------------------------------------------------------------------------------
+
+
+def test_a_url_of_no_native_engine_goes_to_sqlalchemy(sqlite_url: str) -> None:
+    spec = parse_database(sqlite_url)
+    assert spec.kind is EngineKind.SQLALCHEMY and spec.dialect == "sqlite"
+    assert dialect_of(sqlite_url) == "sqlite"  # the dialect a case is written in, by default
+    assert dialect_of("mssql+pyodbc://u@h/db") == "tsql"
+    engine = open_engine(sqlite_url)
+    try:
+        assert type(engine).__name__ == "SqlalchemyEngine" and engine.dialect == "sqlite"
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("mssql", "tsql"), ("snowflake", "snowflake"), ("bigquery", "bigquery"), ("trino", "trino"),
+     ("oracle", "oracle"), ("redshift", "redshift"), ("postgresql", "postgres"), ("awsathena", "athena"),
+     ("databricks", "databricks"), ("no_such_dialect", "")],
+)  # fmt: skip
+def test_sqlalchemy_dialect_names_map_to_sqlglot(name: str, expected: str) -> None:
+    assert sqlglot_dialect(name) == expected
+
+
+def test_a_missing_dialect_or_driver_says_what_to_install() -> None:
+    with pytest.raises(DatabaseMissing, match=r"pytest-nl2sql\[sqlalchemy\].*snowflake-sqlalchemy") as error:
+        parse_database("snowflake://me:s3cret-pw@account/db")
+    assert "s3cret-pw" not in str(error.value) and "me:***@account" in str(error.value)
+    with pytest.raises(DatabaseMissing, match=r"driver 'pyodbc'.*pytest-nl2sql\[sqlalchemy\]"):
+        parse_database("mssql+pyodbc://u@h/db")
+    with pytest.raises(DatabaseMissing, match="unknown database URL scheme 'nosuchdb'"):
+        parse_database("nosuchdb://u@h/db")
+
+
+def test_without_sqlalchemy_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [m for m in sys.modules if m == "sqlalchemy" or m.startswith("sqlalchemy.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # a failing import, as when not installed
+    with pytest.raises(DatabaseMissing, match=r"SQLAlchemy, which is not installed.*pytest-nl2sql\[sqlalchemy\]"):
+        parse_database("snowflake://u@account/db")
+
+
+# -- SQLite through SQLAlchemy ------------------------------------------------------------------
+
+
+def test_rows_and_schema(sqlite_engine: Any) -> None:
+    result = sqlite_engine.execute("SELECT s.name, count(*) FROM concert c JOIN stadium s USING (stadium_id) GROUP BY s.name ORDER BY 1", LIMITS)
+    assert result.columns[0] == "name" and result.rows == [("Balmoor", 1), ("Hampden", 2)]
+    assert sqlite_engine.schema_columns() == {"concert": ["concert_id", "stadium_id", "year"], "stadium": ["stadium_id", "name", "capacity"]}
+    ddl = sqlite_engine.schema_ddl()
+    assert '"name" TEXT NOT NULL' in ddl and 'PRIMARY KEY ("stadium_id")' in ddl
+    assert 'FOREIGN KEY ("stadium_id") REFERENCES "stadium" ("stadium_id")' in ddl
+
+
+def test_hostile_sql_is_contained(sqlite_engine: Any, sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for sql in ("DELETE FROM concert", "SELECT 1; DELETE FROM concert", "DROP TABLE concert", "SELECT 1 INTO x"):
+        with pytest.raises(QueryError):
+            sqlite_engine.execute(sql, LIMITS)
+    # without the token check, the session (PRAGMA query_only) still refuses the write
+    monkeypatch.setattr(sqlalchemy_engine, "check_single_select", _no_token_check)
+    with pytest.raises(QueryError, match="(?i)readonly|read-only|read only"):
+        sqlite_engine.execute("DELETE FROM concert", LIMITS)
+    monkeypatch.undo()
+    assert _count(sqlite_url) == 3
+    started = time.monotonic()
+    with pytest.raises(QueryTimeout):
+        sqlite_engine.execute("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT count(*) FROM c", LIMITS)
+    assert time.monotonic() - started < 2
+    with pytest.raises(TooManyRows, match="more than 1000 rows"):
+        sqlite_engine.execute("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT n FROM c", LIMITS)
+    with pytest.raises(TooManyRows, match="size cap"):
+        sqlite_engine.execute("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c LIMIT 500) SELECT zeroblob(100000) FROM c", LIMITS)
+    assert sqlite_engine.execute("SELECT count(*) FROM concert", LIMITS).rows == [(3,)]
+
+
+def test_query_errors_carry_the_database_message(sqlite_engine: Any) -> None:
+    with pytest.raises(QueryError, match="no such column: nope"):
+        sqlite_engine.execute("SELECT nope FROM concert", LIMITS)
+    assert sqlite_engine.execute("SELECT count(*) FROM stadium", LIMITS).rows == [(2,)]
+
+
+# -- PostgreSQL through SQLAlchemy --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pg_urls() -> Iterator[tuple[str, Any]]:
+    """(URL of a read-only login through the `nl2sqlpg` alias, admin connection)."""
+    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed")
+    try:
+        admin = psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True, connect_timeout=3)
+    except psycopg.Error as error:
+        pytest.skip(f"no PostgreSQL at 127.0.0.1:5432 database test: {error}")
+    schema = f"nl2sql_sa_{uuid.uuid4().hex[:10]}"
+    admin.execute(f'CREATE SCHEMA "{schema}"')
+    admin.execute(f'SET search_path = "{schema}"')
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            admin.execute(statement)
+    try:
+        yield (
+            f"nl2sqlpg://postgres@127.0.0.1:5432/test?options=-csearch_path%3D{schema}&application_name={schema}",
+            admin,
+            schema,
+        )
+    finally:
+        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        admin.close()
+
+
+@pytest.fixture
+def pg_engine(pg_urls: tuple[str, Any, str]) -> Iterator[Any]:
+    engine = open_engine(pg_urls[0])
+    yield engine
+    engine.close()
+
+
+@pytest.mark.services
+def test_postgres_through_sqlalchemy_contains_hostile_sql(
+    pg_engine: Any, pg_urls: tuple[str, Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, admin, schema = pg_urls
+    assert pg_engine.dialect == "postgres"
+    assert pg_engine.execute("SELECT name FROM stadium ORDER BY stadium_id", LIMITS).rows == [("Hampden",), ("Balmoor",)]
+    ddl = pg_engine.schema_ddl()
+    assert '"name" TEXT NOT NULL' in ddl and 'REFERENCES "stadium" ("stadium_id")' in ddl
+    # the write is refused by the token check, and without it by the READ ONLY transaction
+    with pytest.raises(QueryError):
+        pg_engine.execute("DELETE FROM concert", LIMITS)
+    monkeypatch.setattr(sqlalchemy_engine, "check_single_select", _no_token_check)
+    with pytest.raises(QueryError):
+        pg_engine.execute("WITH d AS (DELETE FROM concert RETURNING *) SELECT * FROM d", LIMITS)
+    monkeypatch.undo()
+    assert admin.execute(f'SELECT count(*) FROM "{schema}".concert').fetchone() == (3,)
+    started = time.monotonic()
+    with pytest.raises(QueryTimeout):
+        pg_engine.execute("SELECT pg_sleep(5)", LIMITS)
+    assert time.monotonic() - started < 2
+    with pytest.raises(TooManyRows, match="more than 1000 rows"):
+        pg_engine.execute("SELECT g FROM generate_series(1, 1000000) g", Limits(timeout=5, max_rows=1_000))
+    with pytest.raises(TooManyRows, match="size cap"):
+        pg_engine.execute("SELECT repeat('x', 100000) FROM generate_series(1, 100)", LIMITS)
+    assert pg_engine.execute("SELECT count(*) FROM concert", LIMITS).rows == [(3,)]
+
+
+@pytest.mark.services
+def test_postgres_through_sqlalchemy_reconnects_after_a_killed_backend(pg_engine: Any, pg_urls: tuple[str, Any, str]) -> None:
+    _, admin, schema = pg_urls
+
+    def terminate() -> None:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (schema,))
+
+    assert pg_engine.execute("SELECT 1", LIMITS).rows == [(1,)]
+    timer = threading.Timer(0.3, terminate)
+    timer.start()
+    with pytest.raises(ConnectionLost):
+        pg_engine.execute("SELECT pg_sleep(3)", Limits(timeout=5))
+    timer.join()
+    assert pg_engine.execute("SELECT count(*) FROM stadium", LIMITS).rows == [(2,)]
+    terminate()  # while idle, between two queries: reopened quietly, the query never ran
+    assert pg_engine.execute("SELECT count(*) FROM stadium", LIMITS).rows == [(2,)]

@@ -1,0 +1,223 @@
+"""Neighbour databases: deterministic, cached, constraint-respecting, the source never written, and
+built so that the classic accidental passes fail on them while equivalent SQL still passes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_nl2sql.judge.compare import compare_results
+from pytest_nl2sql.judge.order import has_top_level_order_by
+from pytest_nl2sql.neighbours import GENERATOR_VERSION, NeighbourCache, neighbours_for, shrink_counterexample
+
+SPIDER = Path(__file__).resolve().parents[2] / "shared" / "data" / "spider"
+
+
+def _shop(path: Path) -> Path:
+    """Real data that hides the usual mistakes: no duplicate names, no age on 30, one employee per
+    department; and one row breaking its declared foreign key (as Spider's data sometimes does)."""
+    with sqlite3.connect(path) as connection:
+        connection.executescript("""
+            CREATE TABLE dept(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, budget REAL);
+            CREATE TABLE emp(id INTEGER PRIMARY KEY, name TEXT NOT NULL, age INTEGER, dept_id INTEGER NOT NULL
+                             REFERENCES dept(id), salary REAL);
+            CREATE UNIQUE INDEX emp_name_dept ON emp(name, dept_id);
+            INSERT INTO dept VALUES (1, 'sales', 10.5), (2, 'ops', 20.0), (3, 'lab', 7.25);
+            INSERT INTO emp VALUES (1, 'ann', 25, 1, 100.0), (2, 'bob', 41, 2, 170.0), (3, 'cy', 35, 3, 150.0),
+                                   (4, 'dee', 52, 9, 120.0);
+        """)
+    connection.close()
+    return path
+
+
+def _rows(path: Path) -> dict[str, list[list[object]]]:
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = [t for (t,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return {t: [list(r) for r in connection.execute(f'SELECT * FROM "{t}" ORDER BY rowid')] for t in tables}
+    finally:
+        connection.close()
+
+
+def _run(path: Path, sql: str) -> tuple[int, list[tuple]]:
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        cursor = connection.execute(sql)
+        return len(cursor.description), cursor.fetchall()
+    finally:
+        connection.close()
+
+
+def _differ(path: Path, gold: str, predicted: str) -> bool:
+    gold_width, gold_rows = _run(path, gold)
+    pred_width, pred_rows = _run(path, predicted)
+    return not compare_results(gold_rows, pred_rows, has_top_level_order_by(gold), gold_columns=gold_width,
+                               pred_columns=pred_width).match
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    return _shop(tmp_path / "shop.sqlite")
+
+
+@pytest.mark.parametrize(("gold", "wrong"), [
+    ("SELECT DISTINCT name FROM emp", "SELECT name FROM emp"),
+    ("SELECT name FROM emp WHERE age >= 30", "SELECT name FROM emp WHERE age > 30"),
+    ("SELECT dept_id, max(salary) FROM emp GROUP BY dept_id", "SELECT dept_id, min(salary) FROM emp GROUP BY dept_id"),
+    ("SELECT name FROM emp WHERE age > 30 AND salary < 180", "SELECT name FROM emp WHERE age > 30"),
+    ("SELECT name FROM emp ORDER BY age DESC LIMIT 1", "SELECT name FROM emp ORDER BY id DESC LIMIT 1"),
+])
+def test_an_accidental_pass_on_the_real_data_is_separated_by_a_neighbour(shop: Path, tmp_path: Path, gold: str, wrong: str) -> None:
+    assert not _differ(shop, gold, wrong)  # the real data hides the mistake
+    found = neighbours_for(shop, [gold], 3, cache_dir=tmp_path / "cache")
+    assert found
+    assert any(_differ(n.path, gold, wrong) for n in found)
+
+
+@pytest.mark.parametrize(("gold", "same"), [
+    ("SELECT DISTINCT id FROM emp", "SELECT id FROM emp"),  # DISTINCT on the primary key stays redundant
+    ("SELECT e.name FROM emp AS e JOIN dept AS d ON e.dept_id = d.id", "SELECT name FROM emp"),  # NOT NULL foreign key
+    ("SELECT count(*) FROM emp WHERE age >= 30", "SELECT COUNT(1) FROM emp AS x WHERE (x.age >= 30)"),
+    ("SELECT name, age FROM emp WHERE name LIKE 'a%'", "select AGE, \"name\" from EMP where NAME like 'a%' order by 1"),
+    ("SELECT DISTINCT name, dept_id FROM emp", "SELECT name, dept_id FROM emp"),  # a UNIQUE index
+])
+def test_equivalent_queries_are_not_separated(shop: Path, tmp_path: Path, gold: str, same: str) -> None:
+    found = neighbours_for(shop, [gold], 4, cache_dir=tmp_path / "cache")
+    assert found
+    for neighbour in found:
+        assert not _differ(neighbour.path, gold, same), neighbour.note
+
+
+def test_neighbours_respect_the_schema_s_constraints(shop: Path, tmp_path: Path) -> None:
+    found = neighbours_for(shop, ["SELECT d.name, count(*) FROM emp AS e JOIN dept AS d ON e.dept_id = d.id"
+                                  " WHERE e.age BETWEEN 30 AND 40 GROUP BY d.name"], 4, cache_dir=tmp_path / "cache")
+    assert len(found) == 4
+    for neighbour in found:
+        connection = sqlite3.connect(f"file:{neighbour.path}?mode=ro", uri=True)
+        assert connection.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert connection.execute("SELECT count(*) FROM emp WHERE name IS NULL OR dept_id IS NULL").fetchone() == (0,)
+        assert connection.execute("SELECT count(*) - count(DISTINCT name) FROM dept").fetchone() == (0,)
+        schema = [r for r in connection.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name")]
+        connection.close()
+        source = sqlite3.connect(f"file:{shop}?mode=ro", uri=True)
+        assert schema == [r for r in source.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name")]
+        source.close()
+        assert sum(len(rows) for rows in _rows(neighbour.path).values()) <= 120  # small
+
+
+def test_generation_is_deterministic_across_cache_folders_and_hash_seeds(shop: Path, tmp_path: Path) -> None:
+    gold = "SELECT DISTINCT name FROM emp WHERE age > 30 ORDER BY name"
+    first = [_rows(n.path) for n in neighbours_for(shop, [gold], 3, cache_dir=tmp_path / "a")]
+    second = [_rows(n.path) for n in neighbours_for(shop, [gold], 3, cache_dir=tmp_path / "b")]
+    assert first == second and first
+    script = (
+        "import json, sys, sqlite3; from pathlib import Path; from pytest_nl2sql.neighbours import neighbours_for\n"
+        "found = neighbours_for(Path(sys.argv[1]), [sys.argv[2]], 3, cache_dir=Path(sys.argv[3]))\n"
+        "out = []\n"
+        "for n in found:\n"
+        "    c = sqlite3.connect(n.path)\n"
+        "    t = [r[0] for r in c.execute(\"SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name\")]\n"
+        "    out.append({x: [list(r) for r in c.execute(f'SELECT * FROM \"{x}\" ORDER BY rowid')] for x in t})\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(shop), gold, str(tmp_path / "other")],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "4242"}, check=True)
+    assert json.loads(done.stdout) == json.loads(json.dumps(first))
+
+
+def test_the_source_is_never_written(shop: Path, tmp_path: Path) -> None:
+    before = (shop.read_bytes(), shop.stat().st_mtime_ns)
+    neighbours_for(shop, ["SELECT name FROM emp WHERE age >= 30"], 3, cache_dir=tmp_path / "cache")
+    assert (shop.read_bytes(), shop.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in shop.parent.iterdir()) == ["cache", "shop.sqlite"]  # no journal or WAL left beside it
+
+
+def test_the_second_call_is_a_cache_hit_and_the_key_follows_source_and_gold(shop: Path, tmp_path: Path) -> None:
+    cache = NeighbourCache(tmp_path / "cache")
+    gold = "SELECT name FROM emp WHERE age >= 30"
+    first = cache.neighbours_for(shop, [gold], 2)
+    assert cache.generated == 1
+    assert cache.neighbours_for(shop, [gold], 2) == first
+    assert cache.generated == 1
+    fresh = NeighbourCache(tmp_path / "cache")  # another process: found on disk
+    assert fresh.neighbours_for(shop, [gold], 2) == first and fresh.generated == 0
+    key = cache.key(shop, [gold], 2, "sqlite", "sqlite")
+    assert cache.key(shop, [gold + " "], 2, "sqlite", "sqlite") != key
+    assert cache.key(shop, [gold], 3, "sqlite", "sqlite") != key
+    with sqlite3.connect(shop) as connection:
+        connection.execute("INSERT INTO dept VALUES (4, 'hr', 1.0)")
+    connection.close()
+    assert cache.key(shop, [gold], 2, "sqlite", "sqlite") != key
+    assert GENERATOR_VERSION in json.loads((first[0].path.parent / "manifest.json").read_text())["version"]
+
+
+def test_a_gold_the_generator_cannot_read_gives_no_neighbours(shop: Path, tmp_path: Path) -> None:
+    assert neighbours_for(shop, ["SELEC name FROM"], 3, cache_dir=tmp_path / "c") == ()
+    assert neighbours_for(shop, ["SELECT x FROM no_such_table"], 3, cache_dir=tmp_path / "c") == ()
+    assert neighbours_for(tmp_path / "missing.sqlite", ["SELECT 1"], 3, cache_dir=tmp_path / "c") == ()
+    assert neighbours_for(shop, ["SELECT name FROM emp"], 0, cache_dir=tmp_path / "c") == ()
+
+
+def test_shrinking_keeps_few_rows_that_still_separate(shop: Path, tmp_path: Path) -> None:
+    gold, wrong = "SELECT DISTINCT name FROM emp", "SELECT name FROM emp"
+    found = neighbours_for(shop, [gold], 3, cache_dir=tmp_path / "cache")
+    neighbour = next(n for n in found if _differ(n.path, gold, wrong))
+    before = neighbour.path.read_bytes()
+    calls: list[Path] = []
+
+    def differs(path: Path) -> bool:
+        calls.append(path)
+        return _differ(path, gold, wrong)
+
+    example = shrink_counterexample(neighbour, differs, tables=["emp"])
+    assert neighbour.path.read_bytes() == before
+    assert len(calls) <= 200
+    [(table, columns, rows)] = example.tables
+    assert table == "emp" and columns == ("id", "name", "age", "dept_id", "salary")
+    assert len(rows) == 2 and rows[0][1] == rows[1][1]  # two rows with one name: all it takes
+
+
+@pytest.mark.skipif(not (SPIDER / "database" / "concert_singer").is_dir(), reason="Spider data not at ../shared/data/spider")
+def test_a_spider_database_gives_valid_small_neighbours(tmp_path: Path) -> None:
+    source = SPIDER / "database" / "concert_singer" / "concert_singer.sqlite"
+    gold = ("SELECT T2.name, count(*) FROM singer_in_concert AS T1 JOIN singer AS T2 ON T1.singer_id = T2.singer_id"
+            " WHERE T2.age > 30 GROUP BY T2.singer_id")
+    found = neighbours_for(source, [gold], 3, cache_dir=tmp_path / "cache")
+    assert len(found) == 3
+    for neighbour in found:
+        connection = sqlite3.connect(f"file:{neighbour.path}?mode=ro", uri=True)
+        assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        connection.close()
+        assert all(len(rows) <= 60 for rows in _rows(neighbour.path).values())
+    assert any(_run(n.path, gold)[1] for n in found)  # the gold returns rows on some neighbour
+
+
+def test_duckdb_sources_give_duckdb_neighbours(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    source = tmp_path / "shop.duckdb"
+    connection = duckdb.connect(str(source))
+    connection.execute("CREATE TABLE dept(id INTEGER PRIMARY KEY, name VARCHAR NOT NULL)")
+    connection.execute("CREATE TABLE emp(id INTEGER PRIMARY KEY, name VARCHAR NOT NULL, age INTEGER, dept_id INTEGER REFERENCES dept(id))")
+    connection.execute("INSERT INTO dept VALUES (1, 'sales'), (2, 'ops')")
+    connection.execute("INSERT INTO emp VALUES (1, 'ann', 25, 1), (2, 'bob', 41, 2), (3, 'cy', 35, 1)")
+    connection.close()
+    before = source.read_bytes()
+    gold, wrong = "SELECT name FROM emp WHERE age >= 30", "SELECT name FROM emp WHERE age > 30"
+    found = neighbours_for(source, [gold], 2, cache_dir=tmp_path / "cache", dialect="duckdb", kind="duckdb")
+    assert found and all(n.path.suffix == ".duckdb" for n in found)
+    assert source.read_bytes() == before
+
+    def differs(path: Path) -> bool:
+        with duckdb.connect(str(path), read_only=True) as db:
+            return sorted(db.execute(gold).fetchall()) != sorted(db.execute(wrong).fetchall())
+
+    assert any(differs(n.path) for n in found)
+    with duckdb.connect(str(found[0].path), read_only=True) as db:
+        assert db.execute("SELECT count(*) FROM emp WHERE dept_id NOT IN (SELECT id FROM dept)").fetchone() == (0,)

@@ -1,0 +1,157 @@
+"""Judging beyond one database: a prediction right on the case's database by accident fails on a
+database that tells it apart (a folder of databases, as the official test-suite layout has, or
+generated neighbours); equivalent predictions pass on all of them; reports say both accuracies."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from helpers import make_shop, read_report, without_timings, write_suite
+from pytest_nl2sql.cases.read import Case
+from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
+from pytest_nl2sql.metrics.summary import summarize
+from pytest_nl2sql.vocab import Reason, Verdict
+
+LABEL = CaseLabel("shop.nl2sql.yaml::q", "shop.nl2sql.yaml", 0)
+
+
+def _db(path: Path, rows: list[tuple[int, str, float]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT NOT NULL, price REAL)")
+        conn.executemany("INSERT INTO item VALUES (?, ?, ?)", rows)
+    conn.close()
+    return path
+
+
+def _folder(tmp_path: Path) -> Path:
+    """db/shop/shop.sqlite hides a missing DISTINCT and `>` for `>=`; shop_2.sqlite does not."""
+    folder = tmp_path / "db" / "shop"
+    _db(folder / "shop.sqlite", [(1, "pen", 1.5), (2, "ink", 3.5), (3, "mug", 7.0)])
+    _db(folder / "shop_2.sqlite", [(1, "pen", 2.0), (2, "pen", 3.0), (3, "mug", 2.0), (4, "cap", 9.0)])
+    return folder
+
+
+def _case(tmp_path: Path, gold: str, predicted: str, **fields: object) -> Case:
+    folder = _folder(tmp_path)
+    return Case(id="q", file=tmp_path / "shop.nl2sql.yaml", line=1, position=0, database="db/shop",
+                database_target=str(folder), gold=(gold,), predicted=predicted, **fields)
+
+
+@pytest.mark.parametrize(("gold", "predicted"), [
+    ("SELECT DISTINCT name FROM item", "SELECT name FROM item"),
+    ("SELECT name FROM item WHERE price >= 2", "SELECT name FROM item WHERE price > 2"),
+])
+def test_an_accidental_pass_on_the_case_database_fails_on_the_folder_s_other_database(tmp_path: Path, gold: str, predicted: str) -> None:
+    outcome = Pipeline(RunOptions()).evaluate(_case(tmp_path, gold, predicted), LABEL)
+    result = outcome.result
+    assert result.verdict is Verdict.MISMATCH
+    assert result.reason == Reason.NEIGHBOUR.value
+    assert result.neighbours == {"checked": 1, "failed": 1}
+    assert "shop_2.sqlite" in outcome.explanation
+    assert "the prediction matches the gold on db/shop, but not on 1 of 1 other database" in outcome.explanation
+    assert result.diff["database"] == "shop_2.sqlite"
+
+
+@pytest.mark.parametrize("predicted", [
+    "SELECT DISTINCT i.name FROM item AS i",
+    "select distinct \"name\" from (select * from item)",
+    "SELECT name FROM item GROUP BY name",
+])
+def test_equivalent_predictions_pass_on_every_database(tmp_path: Path, predicted: str) -> None:
+    outcome = Pipeline(RunOptions()).evaluate(_case(tmp_path, "SELECT DISTINCT name FROM item", predicted), LABEL)
+    assert outcome.result.verdict is Verdict.PASS
+    assert outcome.result.neighbours == {"checked": 1, "failed": 0}
+
+
+def test_without_neighbours_only_the_case_database_counts(tmp_path: Path) -> None:
+    case = _case(tmp_path, "SELECT DISTINCT name FROM item", "SELECT name FROM item", neighbours=0)
+    outcome = Pipeline(RunOptions()).evaluate(case, LABEL)
+    assert outcome.result.verdict is Verdict.PASS
+    assert outcome.result.neighbours is None
+
+
+def test_a_prediction_wrong_on_its_own_database_is_not_judged_further(tmp_path: Path) -> None:
+    outcome = Pipeline(RunOptions()).evaluate(_case(tmp_path, "SELECT DISTINCT name FROM item", "SELECT price FROM item"), LABEL)
+    assert outcome.result.verdict is Verdict.MISMATCH
+    assert outcome.result.reason == Reason.VALUES.value
+    assert outcome.result.neighbours is None
+
+
+def test_the_summary_keeps_the_accuracy_on_the_cases_own_databases(tmp_path: Path) -> None:
+    pipeline = Pipeline(RunOptions())
+    caught = pipeline.evaluate(_case(tmp_path / "a", "SELECT DISTINCT name FROM item", "SELECT name FROM item"), LABEL).result
+    right = pipeline.evaluate(_case(tmp_path / "b", "SELECT DISTINCT name FROM item", "SELECT DISTINCT name FROM item"), LABEL).result
+    summary = summarize([caught, right])
+    assert (summary["accuracy"], summary["single_db_accuracy"]) == (0.5, 1.0)
+    assert summary["neighbours"] == {"cases": 2, "databases": 2, "caught": 1}
+    json.dumps(summary)
+
+
+# --- end to end, with generated neighbours -------------------------------------------------
+
+ACCIDENTS = [
+    # the shop's names are all distinct and no price sits on 2.0: the real data hides both mistakes
+    {"id": "distinct", "gold": "SELECT DISTINCT name FROM item", "predicted": "SELECT name FROM item"},
+    {"id": "boundary", "gold": "SELECT name FROM item WHERE price >= 2", "predicted": "SELECT name FROM item WHERE price > 2"},
+    {"id": "rewrite", "gold": "SELECT name FROM item WHERE price >= 2",
+     "predicted": "select i.\"name\" from item as i where not (i.price < 2)"},
+]
+
+
+def test_generated_neighbours_catch_accidental_passes_and_say_so(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    write_suite(pytester.path, ACCIDENTS, database="shop.sqlite")
+    result = pytester.runpytest("--nl2sql-report=json:report.json")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines([
+        "*nl2sql case distinct*: mismatch (neighbour database)*",
+        "*the prediction matches the gold on shop.sqlite, but not on * other database*",
+        "*on neighbour * of *, its rows that tell the two queries apart:*",
+        "*item (id, name, price, category): * row*",
+        "*gold result there:*",
+        "*predicted result there:*",
+        "execution accuracy 1/3 = 33.3%",
+        "  on the cases' own databases alone 3/3 = 100.0%; neighbour databases failed 2 predictions right there*",
+    ])
+    report = read_report(pytester.path / "report.json")
+    items = {i["id"]: i for i in report["items"]}
+    assert items["distinct"]["reason"] == "neighbour database"
+    assert items["distinct"]["neighbours"]["failed"] >= 1
+    assert items["rewrite"]["neighbours"] == {"checked": items["rewrite"]["neighbours"]["checked"], "failed": 0}
+    assert items["rewrite"]["neighbours"]["checked"] >= 1
+    assert report["summary"]["single_db_accuracy"] == 1.0
+    assert report["summary"]["accuracy"] == pytest.approx(1 / 3)
+
+
+def test_neighbours_off_and_in_compat_mode_judge_on_the_case_database_alone(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    write_suite(pytester.path, ACCIDENTS, database="shop.sqlite")
+    for flags in (["--nl2sql-neighbours=0"], ["--nl2sql-compat=spider"]):
+        result = pytester.runpytest(*flags, "--nl2sql-report=json:report.json")
+        result.assert_outcomes(passed=3)
+        assert all(i["neighbours"] is None for i in read_report(pytester.path / "report.json")["items"])
+
+
+def test_the_neighbours_case_key_overrides_the_run(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    write_suite(pytester.path, ACCIDENTS[:1], database="shop.sqlite", neighbours=0)
+    pytester.runpytest().assert_outcomes(passed=1)
+    write_suite(pytester.path, [{**ACCIDENTS[0], "neighbours": 2}], database="shop.sqlite")
+    pytester.runpytest("--nl2sql-neighbours=0").assert_outcomes(failed=1)
+
+
+def test_neighbour_verdicts_are_the_same_under_xdist(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    write_suite(pytester.path, ACCIDENTS * 1 + [{"id": f"count-{n}", "gold": "SELECT count(*) FROM item WHERE price > 1",
+                                                 "predicted": "SELECT count(id) FROM item WHERE price > 1"} for n in range(3)],
+                database="shop.sqlite")
+    pytester.runpytest("--nl2sql-report=json:one.json")
+    pytester.runpytest("-n", "2", "--nl2sql-report=json:two.json")
+    one, two = (without_timings(read_report(pytester.path / name)) for name in ("one.json", "two.json"))
+    assert one == two
+    assert one["summary"]["neighbours"]["caught"] == 2
