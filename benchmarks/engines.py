@@ -71,7 +71,7 @@ def database_for(engine: str, db_id: str, spider: Path, out: Path) -> str:
     return SERVERS[engine].format(db_id=db_id)
 
 
-def copy_all(engine: str, db_ids: list[str], spider: Path, out: Path) -> tuple[float, dict[str, float], int]:
+def copy_all(engine: str, db_ids: list[str], spider: Path, out: Path, numeric_text: bool) -> tuple[float, dict[str, float], int]:
     """Copy every database to the engine: total seconds, seconds per database, warnings."""
     from pytest_nl2sql.copydb import copy_database
 
@@ -81,7 +81,7 @@ def copy_all(engine: str, db_ids: list[str], spider: Path, out: Path) -> tuple[f
     for db_id in db_ids:
         began = time.perf_counter()
         report = copy_database(database_for("sqlite", db_id, spider, out), database_for(engine, db_id, spider, out),
-                               replace=True, create=True)
+                               replace=True, create=True, numeric_text=numeric_text)
         per_db[db_id] = time.perf_counter() - began
         warnings += len(report.warnings)
     return time.perf_counter() - started, per_db, warnings
@@ -133,37 +133,45 @@ def classify(engine: str, item: dict[str, Any], base: dict[str, Any]) -> str:
     low = reason.lower()
     sql = item["gold"] if item["verdict"] == "gold_error" else (item.get("predicted") or "")
     both = f"{item.get('gold') or ''} {item.get('predicted') or ''}"
+    if base["verdict"] == "pred_error" and item["verdict"] in ("pass", "mismatch"):
+        return "syntax SQLite lacks (`< ANY (...)`): an error on SQLite only"
     if item["verdict"] in ("gold_error", "pred_error"):
         if ("column" in low and ("does not exist" in low or "unknown column" in low or "not found" in low)
                 and _DQ_STRING.search(sql)):
             return "double-quoted string literal read as an identifier"
         if re.search(r"relation .* does not exist|table '.*' doesn't exist|table with name .* does not exist", low):
             return "table-name case (or a table that does not exist)"
-        if "group by" in low or "aggregate function" in low or "aggregate" in low and "must" in low:
+        if "group by" in low and ("must appear" in low or "isn't in group by" in low):
             return "non-aggregated column outside GROUP BY"
         if ("operator does not exist" in low or "cannot compare" in low or "conversion error" in low
                 or "invalid input syntax" in low or "could not convert" in low or "no function matches" in low
-                or "binder error: cannot" in low):
-            return "text compared with a number (types the engine will not mix)"
-        if "function" in low and ("does not exist" in low or "not exist" in low) or "scalar function" in low:
-            return "SQLite-only function"
+                or re.search(r"function \w+\((text|character varying)\) does not exist", low)):
+            return "text column compared with a number or aggregated as one (numbers stored as text)"
+        if "more than one row" in low or "subquery returns more than 1 row" in low:
+            return "scalar subquery returning several rows (SQLite takes the first)"
+        if "must have an alias" in low or ("syntax" in low and "near ''" in low and re.search(r"FROM\s*\(", sql, re.IGNORECASE)):
+            return "derived table without an alias"
+        if "limit & in/all/any/some" in low:
+            return "LIMIT inside IN (...) (MariaDB does not support it)"
         if "column" in low and ("does not exist" in low or "unknown column" in low or "not found" in low):
-            return "column not found (name case or alias scope)"
+            return "column-name case (PostgreSQL folds unquoted names to lower case)"
+        if "function" in low and "does not exist" in low or "scalar function" in low:
+            return "SQLite-only function"
         if "syntax" in low or "parser error" in low:
             return "syntax the engine rejects"
         return "other error: " + re.sub(r"\s+", " ", reason)[:80]
-    if item["verdict"] == "mismatch" or base["verdict"] == "mismatch":
-        upper = both.upper()
-        if re.search(r"\bLIKE\b", upper):
-            return "case-sensitive LIKE"
-        if re.search(r"[^/*]/[^/*]", both):
-            return "integer division"
-        if "ORDER BY" in upper and "order" in low:
-            return "ordering: NULLs first/last, or ties"
-        if re.search(r"\b(AVG|SUM)\s*\(", upper):
-            return "float arithmetic (avg/sum of doubles vs decimals)"
-        return "other mismatch: " + re.sub(r"\s+", " ", reason)[:80]
-    return f"{base['verdict']} -> {item['verdict']}"
+    upper = both.upper()
+    if re.search(r"\bLIKE\b", upper):
+        return "case-sensitive LIKE"
+    if re.search(r"[^/*]/[^/*]", both):
+        return "integer division"
+    if "LIMIT" in upper and "ORDER BY" in upper:
+        return "ties under ORDER BY ... LIMIT (another row of the tie comes first)"
+    if "ORDER BY" in upper and "order" in low:
+        return "ordering: NULLs first/last, or ties"
+    if re.search(r"\b(AVG|SUM)\s*\(", upper):
+        return "float arithmetic (avg/sum of doubles vs decimals)"
+    return "other mismatch: " + re.sub(r"\s+", " ", reason)[:80]
 
 
 def summarise(report: dict[str, Any]) -> tuple[float | None, float, dict[str, dict[str, Any]]]:
@@ -183,6 +191,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--examples", type=int, default=1, help="examples printed per class of difference")
     parser.add_argument("--no-copy", action="store_true", help="reuse the copies of an earlier run")
+    parser.add_argument("--numeric-text", action="store_true", help="copy with copy-db's --numeric-text")
     parser.add_argument("--neighbours", type=int, default=0,
                         help="--nl2sql-neighbours for every run (default 0: the database's own verdicts only)")
     args = parser.parse_args()
@@ -199,7 +208,7 @@ def main() -> None:
     for engine in engines:
         if engine == "sqlite" or args.no_copy:
             continue
-        total, per_db, warnings = copy_all(engine, db_ids, spider, out)
+        total, per_db, warnings = copy_all(engine, db_ids, spider, out, args.numeric_text)
         slowest = max(per_db, key=per_db.get)
         print(f"{engine:9} {total:6.2f} s for {len(db_ids)} databases (slowest {slowest} {per_db[slowest]:.2f} s; "
               f"{warnings} warnings)")

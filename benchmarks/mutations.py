@@ -4,7 +4,7 @@
 Run from the repo root::
 
     python benchmarks/mutations.py [--spider DIR] [--wrong 750] [--equivalent 400]
-                                   [--counts 0,1,2,3,4,6] [--chosen 3] [--workers 2]
+                                   [--counts 0,1,2,3,4,6] [--chosen 3] [--workers 2] [--quick]
 
 * **wrong predictions**: golds rewritten by a mutator of this script (its own code, not the
   distiller's mutants, so the distiller is not measured against itself), about equal numbers of
@@ -17,7 +17,7 @@ Run from the repo root::
   keyword case toggled, SELECT columns reversed, the two tables of an inner join swapped,
   COUNT(1) for COUNT(*), extra parentheses, ORDER BY 1 added to an unordered gold.
 
-Every prediction is judged as the product judges it (`run_gold` and `judge` on a `SqliteEngine`):
+Every prediction is judged as the product judges it (`Pipeline(RunOptions(neighbours=N)).evaluate`):
 it passes iff it matches on the real database and on every neighbour where the gold runs. For each
 neighbour count: wrong predictions still passing, equivalent rewrites failing (those whose gold
 has a top-level ORDER BY are counted apart: rows tied on the ORDER BY keys, which neighbours make,
@@ -50,8 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_nl2sql.engines.base import Limits  # noqa: E402
-from pytest_nl2sql.engines.sqlite import SqliteEngine  # noqa: E402
-from pytest_nl2sql.judge.execute import GoldError, judge, run_gold  # noqa: E402
+from pytest_nl2sql.cases.read import Case  # noqa: E402
+from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions  # noqa: E402
 from pytest_nl2sql.judge.order import has_top_level_order_by  # noqa: E402
 from pytest_nl2sql.neighbours import GENERATOR_VERSION, NeighbourCache  # noqa: E402
 from pytest_nl2sql.vocab import Verdict  # noqa: E402
@@ -421,28 +421,24 @@ def generate_all(golds: list[Gold], count: int, folder: Path, workers: int) -> t
 
 
 class Judge:
-    def __init__(self) -> None:
-        self.engines: dict[Path, SqliteEngine] = {}
+    """The product's path: `Pipeline.evaluate` with `neighbours=count` over a cache folder."""
 
-    def engine(self, path: Path) -> SqliteEngine:
-        if path not in self.engines:
-            self.engines[path] = SqliteEngine(path)
-        return self.engines[path]
+    def __init__(self, count: int, folder: Path | None) -> None:
+        self.pipeline = Pipeline(RunOptions(limits=LIMITS, neighbours=count, cache_dir=folder))
 
-    def passes_on(self, prediction: Prediction, path: Path, real: bool) -> bool | None:
-        """True/False: the verdict on this database; None: the gold does not run there."""
-        engine = self.engine(path)
-        try:
-            gold = run_gold([prediction.gold.sql], engine, LIMITS, dialect="sqlite")
-        except GoldError:
-            if real:
-                raise
-            return None
-        return judge(prediction.sql, gold, engine, LIMITS, dialect="sqlite").verdict is Verdict.PASS
+    def verdict(self, prediction: Prediction, position: int) -> tuple[bool, bool]:
+        """(passes, caught by a neighbour)."""
+        gold = prediction.gold
+        case = Case(id=f"{gold.db}-{position}", file=Path("mutations.yml"), line=None, position=position, database=gold.db,
+                    database_target=str(gold.path), gold=(gold.sql,), predicted=prediction.sql)
+        outcome = self.pipeline.evaluate(case, CaseLabel(f"mutations.yml::{case.id}", "mutations.yml", position))
+        result = outcome.result
+        return result.verdict is Verdict.PASS, result.reason == "neighbour database"
 
-    def close_neighbours(self, keep: set[Path]) -> None:
-        for path in [p for p in self.engines if p not in keep]:
-            self.engines.pop(path).close()
+    def close(self) -> None:
+        closer = getattr(self.pipeline.engines, "close", None) or getattr(self.pipeline.engines, "close_all", None)
+        if closer is not None:
+            closer()
 
 
 def folder_size(folder: Path) -> int:
@@ -457,7 +453,10 @@ def main() -> None:
     parser.add_argument("--counts", default="0,1,2,3,4,6")
     parser.add_argument("--chosen", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="a subset for iterating: 150 wrong, 80 equivalent, counts 3")
     args = parser.parse_args()
+    if args.quick:
+        args.wrong, args.equivalent, args.counts = 150, 80, str(args.chosen)
     counts = [int(c) for c in args.counts.split(",")]
     if not (args.spider / "train_gold.sql").is_file():
         raise SystemExit(f"no Spider data at {args.spider}")
@@ -472,34 +471,21 @@ def main() -> None:
     print("wrong:", dict(Counter(p.kind for p in wrong)))
     print("equivalent:", dict(Counter(p.kind for p in equivalent)))
 
-    judge_ = Judge()
-    real_verdict = {p: judge_.passes_on(p, p.gold.path, True) for p in predictions}
+    real_verdict = dict(zip(predictions, (v for v, _ in map(Judge(0, None).verdict, predictions, range(len(predictions))))))
     cases = list({(p.gold.sql, p.gold.db): p.gold for p in predictions}.values())
     rows = []
     passing_at_chosen: list[Prediction] = []
-    failing_equivalent_at_chosen: list[tuple[Prediction, Path]] = []
+    failing_equivalent_at_chosen: list[Prediction] = []
     base = Path(tempfile.mkdtemp(prefix="nl2sql-mutations-"))
     for count in counts:
         folder = base / f"count-{count}"
         per_case, cpu_per_case, wall, none = generate_all(cases, count, folder, args.workers) if count else (0.0, 0.0, 0.0, 0)
-        cache = NeighbourCache(folder)
+        judge_ = Judge(count, folder) if count else None
         passed: Counter[str] = Counter()
         failed_equivalent: Counter[str] = Counter()
         failed_ordered = 0
-        neighbour_files = 0
-        for prediction in predictions:
-            ok = real_verdict[prediction]
-            found = cache.neighbours_for(prediction.gold.path, [prediction.gold.sql], count) if count else ()
-            neighbour_files += len(found)
-            breaker = None
-            for neighbour in found:
-                if not ok:
-                    break
-                verdict = judge_.passes_on(prediction, neighbour.path, False)
-                if verdict is False:
-                    ok = False
-                    breaker = neighbour.path
-            judge_.close_neighbours({p.gold.path for p in predictions})
+        for position, prediction in enumerate(predictions):
+            ok = judge_.verdict(prediction, position)[0] if judge_ is not None else real_verdict[prediction]
             if prediction.wrong and ok:
                 passed[prediction.kind] += 1
                 if count == args.chosen:
@@ -510,7 +496,9 @@ def main() -> None:
                 else:
                     failed_equivalent[prediction.kind] += 1
                 if count == args.chosen:
-                    failing_equivalent_at_chosen.append((prediction, breaker))
+                    failing_equivalent_at_chosen.append(prediction)
+        if judge_ is not None:
+            judge_.close()
         main_wrong = sum(passed[k] for k in WRONG_KINDS)
         extra_wrong = sum(passed[k] for k in EXTRA_KINDS)
         size = folder_size(folder) if count else 0
@@ -540,12 +528,10 @@ def main() -> None:
         print(f"- [{prediction.kind}] {prediction.gold.db}\n    gold: {prediction.gold.sql}\n    pred: {prediction.sql}")
     print()
     print(f"equivalent rewrites failing with {args.chosen} neighbours:")
-    for prediction, breaker in failing_equivalent_at_chosen:
-        print(f"- [{prediction.kind}] {prediction.gold.db} (real db pass: {real_verdict[prediction]}, neighbour {breaker})\n"
+    for prediction in failing_equivalent_at_chosen:
+        print(f"- [{prediction.kind}] {prediction.gold.db} (real db pass: {real_verdict[prediction]})\n"
               f"    gold: {prediction.gold.sql}\n    pred: {prediction.sql}")
     print(f"\ncache folders under {base} (delete when done)")
-    for engine in judge_.engines.values():
-        engine.close()
 
 
 if __name__ == "__main__":

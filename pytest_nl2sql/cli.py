@@ -13,7 +13,7 @@ combines the JSON reports of a suite's shards (a CI matrix running parts of it) 
 summary, the baseline and thresholds applied once, the other reports written once, exit code 1
 when the gate fails, as if the suite had run in one process.
 
-    nl2sql copy-db SOURCE_URL TARGET_URL [--replace] [--create] [--strict] [--quiet] [--batch-size N]
+    nl2sql copy-db SOURCE_URL TARGET_URL [--replace] [--create] [--strict] [--numeric-text] [--quiet] [--batch-size N]
 
 copies a database (schema, keys, rows) between SQLite, DuckDB, PostgreSQL and MySQL/MariaDB, so
 that a suite can run on another engine (see pytest_nl2sql/copydb). Exit code 0 when copied, 1
@@ -158,7 +158,7 @@ def _copy_db_command(args: argparse.Namespace) -> int:
     progress = None if args.quiet or not sys.stderr.isatty() else TextProgress()
     try:
         report = copy_database(args.source, args.target, replace=args.replace, create=args.create, strict=args.strict,
-                               batch_size=args.batch_size, progress=progress, warn=warn)
+                               numeric_text=args.numeric_text, batch_size=args.batch_size, progress=progress, warn=warn)
     except UsageError as error:
         print(f"nl2sql copy-db: {error}", file=sys.stderr)
         return 2
@@ -206,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     copy.add_argument("--create", action="store_true", help="create the server database when it does not exist")
     copy.add_argument("--strict", action="store_true",
                       help="fail instead of leaving out a constraint the data violate or reading a mixed column as text")
+    copy.add_argument("--numeric-text", action="store_true",
+                      help="from SQLite: copy a text column holding only numbers ('2014', '15.5') as numbers")
     copy.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary line (warnings stay)")
     copy.add_argument("--batch-size", type=_positive, default=5000, help="rows per batch (default 5000)")
     args = parser.parse_args(argv)

@@ -142,6 +142,9 @@ def test_messy_sqlite_copies_whole_with_named_warnings(messy: Path, tmp_path: Pa
     assert rows(target, "Singer") == sorted([(1, "Ann", 1980.0, "T", 1.5, "x"), (2, "bob", 1975.5, "F", None, "3"),
                                              (3, "Cy", None, "T", 2.0, None)], key=repr)
     assert rows(target, "concert")[0][1] == 1  # '1' became the integer it joins
+    assert rows(target, "concert")[0][2] == "2014"  # a year stored as text stays text ...
+    copy_database(str(messy), str(target), replace=True, numeric_text=True)
+    assert rows(target, "concert")[0][2] == 2014  # ... unless --numeric-text
 
 
 def test_non_empty_target_is_refused_unless_replace(clean: Path, messy: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

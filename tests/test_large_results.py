@@ -30,7 +30,7 @@ from pytest_nl2sql.judge.equality import normalise_value
 from pytest_nl2sql.judge.large import Unsupported, compare_large, judge_large, unsupported
 from pytest_nl2sql.vocab import Verdict
 
-ROWS = 50_000
+ROWS = 12_000
 LIMITS = Limits(timeout=10.0, max_rows=ROWS * 2, memory_rows=1_000)
 EXEC = CompareOptions()
 
@@ -152,12 +152,12 @@ def test_equal_results_in_another_row_and_column_order_match(engine: Any) -> Non
 
 
 def test_one_value_difference_is_found_and_shown(engine: Any) -> None:
-    pred = "SELECT id, name, CASE WHEN id = 31337 THEN 99 ELSE grp END, score FROM t"
+    pred = "SELECT id, name, CASE WHEN id = 7337 THEN 99 ELSE grp END, score FROM t"
     judgement = _judge(engine, pred, "SELECT * FROM t")
     comparison = judgement.comparison
     assert judgement.verdict is Verdict.MISMATCH and comparison.reason == "values"
-    assert comparison.missing == ((31337, f"name{31337 * 7 % 5000}", 7, (31337 % 97) / 4),)
-    assert comparison.extra == ((31337, f"name{31337 * 7 % 5000}", 99, (31337 % 97) / 4),)
+    assert comparison.missing == ((7337, f"name{7337 * 7 % 5000}", 7, (7337 % 97) / 4),)
+    assert comparison.extra == ((7337, f"name{7337 * 7 % 5000}", 99, (7337 % 97) / 4),)
     assert (comparison.missing_count, comparison.extra_count) == (1, 1)
 
 
@@ -172,13 +172,13 @@ def test_row_count_difference(engine: Any) -> None:
 
 def test_ordered_first_difference(engine: Any) -> None:
     gold = "SELECT id, grp FROM t ORDER BY id"
-    swapped = "SELECT id, grp FROM t ORDER BY CASE id WHEN 40000 THEN 40001 WHEN 40001 THEN 40000 ELSE id END"
+    swapped = "SELECT id, grp FROM t ORDER BY CASE id WHEN 9000 THEN 9001 WHEN 9001 THEN 9000 ELSE id END"
     judgement = _judge(engine, swapped, gold, ordered=True)
-    assert judgement.comparison.reason == "order" and judgement.comparison.first_order_difference == 40000
+    assert judgement.comparison.reason == "order" and judgement.comparison.first_order_difference == 9000
     assert _judge(engine, "SELECT grp, id FROM t ORDER BY id", gold, ordered=True).verdict is Verdict.PASS
-    changed = "SELECT id, grp + (id = 12345) FROM t ORDER BY id"
+    changed = "SELECT id, grp + (id = 2345) FROM t ORDER BY id"
     comparison = _judge(engine, changed, gold, ordered=True).comparison
-    assert comparison.reason == "values" and comparison.first_order_difference == 12345
+    assert comparison.reason == "values" and comparison.first_order_difference == 2345
 
 
 def test_duplicates_are_counted(engine: Any) -> None:
@@ -198,7 +198,7 @@ def test_prediction_errors_are_verdicts_and_gold_errors_raise(engine: Any) -> No
     assert _judge(engine, "SELECT nope FROM t", "SELECT grp FROM t").verdict is Verdict.PRED_ERROR
     assert _judge(engine, "DELETE FROM t", "SELECT grp FROM t").verdict is Verdict.PRED_ERROR
     with pytest.raises(GoldError, match="row cap"):
-        _judge(engine, "SELECT 1", "SELECT * FROM t", limits=Limits(max_rows=20_000, memory_rows=10))
+        _judge(engine, "SELECT 1", "SELECT * FROM t", limits=Limits(max_rows=ROWS // 2, memory_rows=10))
     pred = _judge(engine, "SELECT t.id FROM t, t AS u", "SELECT grp FROM t")
     assert pred.verdict is Verdict.TOO_MANY_ROWS
 
@@ -258,7 +258,10 @@ def _opener(columns: tuple[str, ...], rows: list[tuple], size: int = 2) -> Any:
     return open_
 
 
-VALUES = st.sampled_from([0, 1, 2, 1.0, 0.5, "1", "a", "A", " a", None, b"a", 2**60, float(2**60)])
+# (an integer past 2**53 against the float of the same value is left out: the in-memory comparison's
+# fast path takes them as equal by Python equality, its normalised path does not; README, "Results too
+# big for memory")
+VALUES = st.sampled_from([0, 1, 2, 1.0, 0.5, "1", "a", "A", " a", None, b"a", 2**60])
 
 
 @st.composite
@@ -334,3 +337,34 @@ def test_a_batch_stream_counts_rows_and_stops_once() -> None:
         list(stream)
     stream.close()
     assert stops == [1]
+
+
+# --- through the pipeline: a result past memory_rows is compared as a stream -----------------
+
+def _pipeline_case(db: Path, gold: str, predicted: str) -> Any:
+    from pytest_nl2sql.cases.read import Case
+
+    return Case(id="big", file=db.parent / "big.nl2sql.yaml", line=1, position=0, database=db.name,
+                database_target=str(db), gold=(gold,), predicted=predicted)
+
+
+@pytest.mark.parametrize("changed", [False, True])
+def test_the_pipeline_compares_results_past_memory_rows_as_streams(db: Path, changed: bool) -> None:
+    from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
+
+    value = "CASE WHEN id = 7337 THEN 99 ELSE grp END" if changed else "grp"
+    case = _pipeline_case(db, "SELECT id, name, grp FROM t", f"SELECT {value}, id, name FROM t ORDER BY id DESC")
+    pipeline = Pipeline(RunOptions(limits=LIMITS, neighbours=0))
+    try:
+        outcome = pipeline.evaluate(case, CaseLabel("big.nl2sql.yaml::big", "big.nl2sql.yaml"))
+    finally:
+        pipeline.close()
+    assert outcome.gold is not None and outcome.gold.large == frozenset({0})
+    assert outcome.judgement is not None and outcome.judgement.streamed
+    if not changed:
+        assert outcome.result.verdict is Verdict.PASS
+        return
+    assert (outcome.result.verdict, outcome.result.reason) == (Verdict.MISMATCH, "values")
+    assert "results too large to hold in memory, compared as streams" in outcome.explanation
+    assert f"- (7337, 'name{7337 * 7 % 5000}', 7)" in outcome.explanation
+    assert outcome.result.soft_scores is None  # only the first rows are held: no soft scores from them

@@ -80,6 +80,41 @@ def test_an_accidental_pass_on_the_real_data_is_separated_by_a_neighbour(shop: P
     assert any(_differ(n.path, gold, wrong) for n in found)
 
 
+def _workshop(path: Path) -> Path:
+    """An association table between two parents, a boundary two joins away from the selected
+    column, no price on the average, and a table shipped empty."""
+    with sqlite3.connect(path) as connection:
+        connection.executescript("""
+            CREATE TABLE machine(machine_id INTEGER PRIMARY KEY, points REAL, price INTEGER);
+            CREATE TABLE tech(tech_id INTEGER PRIMARY KEY, name TEXT);
+            CREATE TABLE assignment(tech_id INTEGER REFERENCES tech(tech_id), machine_id INTEGER REFERENCES machine(machine_id),
+                                    PRIMARY KEY (tech_id, machine_id));
+            CREATE TABLE paper(paper_id INTEGER PRIMARY KEY, year INTEGER, title TEXT);
+            INSERT INTO machine VALUES (1, 62.0, 10), (2, 105.0, 20), (3, 126.0, 40);
+            INSERT INTO tech VALUES (1, 'ann'), (2, 'bob'), (3, 'cy');
+            INSERT INTO assignment VALUES (1, 1), (2, 2), (3, 3);
+        """)
+    connection.close()
+    return path
+
+
+@pytest.mark.parametrize(("gold", "wrong"), [
+    ("SELECT t.name FROM assignment AS a JOIN machine AS m ON a.machine_id = m.machine_id JOIN tech AS t"
+     " ON a.tech_id = t.tech_id WHERE m.points > 70",
+     "SELECT t.name FROM assignment AS a JOIN machine AS m ON a.machine_id = m.machine_id JOIN tech AS t"
+     " ON a.tech_id = t.tech_id WHERE m.points >= 70"),
+    ("SELECT machine_id FROM machine WHERE price > (SELECT avg(price) FROM machine)",
+     "SELECT machine_id FROM machine WHERE price >= (SELECT avg(price) FROM machine)"),
+    ("SELECT paper_id FROM paper WHERE year = (SELECT max(year) FROM paper)",
+     "SELECT paper_id FROM paper WHERE year = (SELECT min(year) FROM paper)"),
+])
+def test_boundaries_behind_joins_computed_or_in_empty_tables_are_reached(tmp_path: Path, gold: str, wrong: str) -> None:
+    source = _workshop(tmp_path / "workshop.sqlite")
+    assert not _differ(source, gold, wrong)
+    found = neighbours_for(source, [gold], 3, cache_dir=tmp_path / "cache")
+    assert any(_differ(n.path, gold, wrong) for n in found)
+
+
 @pytest.mark.parametrize(("gold", "same"), [
     ("SELECT DISTINCT id FROM emp", "SELECT id FROM emp"),  # DISTINCT on the primary key stays redundant
     ("SELECT e.name FROM emp AS e JOIN dept AS d ON e.dept_id = d.id", "SELECT name FROM emp"),  # NOT NULL foreign key

@@ -97,9 +97,9 @@ def test_the_summary_keeps_the_accuracy_on_the_cases_own_databases(tmp_path: Pat
 ACCIDENTS = [
     # the shop's names are all distinct and no price sits on 2.0: the real data hides both mistakes
     {"id": "distinct", "gold": "SELECT DISTINCT name FROM item", "predicted": "SELECT name FROM item"},
-    {"id": "boundary", "gold": "SELECT name FROM item WHERE price >= 2", "predicted": "SELECT name FROM item WHERE price > 2"},
-    {"id": "rewrite", "gold": "SELECT name FROM item WHERE price >= 2",
-     "predicted": "select i.\"name\" from item as i where not (i.price < 2)"},
+    {"id": "boundary", "gold": "SELECT name FROM item WHERE price >= 2.5", "predicted": "SELECT name FROM item WHERE price > 2.5"},
+    {"id": "rewrite", "gold": "SELECT name FROM item WHERE price >= 2.5",
+     "predicted": "select i.\"name\" from item as i where not (i.price < 2.5)"},
 ]
 
 

@@ -41,7 +41,9 @@ def test_hostile_predictions_are_contained(pytester: pytest.Pytester) -> None:
     # two rounds in one file and a third in another: state left by one round would show in the next
     write_suite(pytester.path, [{**c, "id": f"{r}-{c['id']}"} for r in ("one", "two") for c in cases], database="shop.sqlite")
     write_suite(pytester.path, cases, name="again.nl2sql.yaml", database="shop.sqlite")
-    result = pytester.runpytest("-n", "2", "--nl2sql-timeout=1", "--nl2sql-max-rows=1000", "--nl2sql-report=json:r.json")
+    # the sentinels compare with constants true of this database only: no neighbour databases
+    result = pytester.runpytest("-n", "2", "--nl2sql-timeout=1", "--nl2sql-max-rows=1000", "--nl2sql-neighbours=0",
+                                "--nl2sql-report=json:r.json")
     items = read_report(pytester.path / "r.json")["items"]
     by_verdict: dict[str, set[str]] = {}
     for item in items:

@@ -63,7 +63,9 @@ def shop(pytester: pytest.Pytester) -> pytest.Pytester:
         {"id": cid, "question": cid, "gold": gold, "predicted": pred} for cid, gold, pred, _, _, _ in CASES
     ]
     next(c for c in cases if c["id"] == "explicit")["hardness"] = "hard"
-    write_suite(pytester.path, cases, database="shop.sqlite")
+    # e2 and h2 pass on the shop's rows by accident (neighbour databases fail them): this file is
+    # about hardness and exact match on one database
+    write_suite(pytester.path, cases, database="shop.sqlite", neighbours=0)
     return pytester
 
 

@@ -42,7 +42,7 @@ def _spec(url: str, role: str) -> DatabaseSpec:
 
 
 def copy_database(source_url: str, target_url: str, *, replace: bool = False, create: bool = False,
-                  strict: bool = False, batch_size: int = 5000, progress: Progress | None = None,
+                  strict: bool = False, numeric_text: bool = False, batch_size: int = 5000, progress: Progress | None = None,
                   warn: Callable[[str], None] | None = None) -> CopyReport:
     """Copy every table of the source into the target; raise `UsageError` or `CopyError`."""
     started = time.perf_counter()
@@ -61,7 +61,7 @@ def copy_database(source_url: str, target_url: str, *, replace: bool = False, cr
         tables = source.tables()
         if not tables:
             raise UsageError(f"the source {source_spec.describe()} has no tables")
-        plan = make_plan(source, tables, target_spec.kind)
+        plan = make_plan(source, tables, target_spec.kind, numeric_text)
         for message in plan.warnings:
             note(message)
         if strict and plan.warnings:

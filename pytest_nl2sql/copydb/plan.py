@@ -24,10 +24,12 @@ _NAME_LIMITS = {EngineKind.MYSQL: (64, "characters", "MySQL/MariaDB"), EngineKin
 _FOLDS_TABLE_CASE = {EngineKind.SQLITE, EngineKind.DUCKDB}
 
 
-def make_plan(source: Source, tables: list[Table], target: EngineKind) -> Plan:
+def make_plan(source: Source, tables: list[Table], target: EngineKind, numeric_text: bool = False) -> Plan:
     """The tables as the target will get them, parents first, and why anything is left out."""
     _check_names(tables, target)
     warnings: list[str] = []
+    if numeric_text:
+        tables = [_numbers_from_text(source, table, warnings) for table in tables]
     checked = [_checked_keys(source, table, warnings) for table in tables]
     checked = _integers_for_joins(source, checked, warnings)
     by_name = {t.name: t for t in checked}
@@ -66,6 +68,22 @@ def _folded(tables: list[Table]) -> dict[str, list[Table]]:
     for table in tables:
         folded.setdefault(table.name.lower(), []).append(table)
     return folded
+
+
+def _numbers_from_text(source: Source, table: Table, warnings: list[str]) -> Table:
+    """`--numeric-text`: a SQLite text column holding only numbers (`'2014'`, `'15.5'`) becomes a
+    number, so that `year = 2014` and `avg(mpg)` work where text and numbers do not mix (SQLite
+    converts them on comparison); `LIKE` and string functions on it then differ instead."""
+    columns = []
+    for column in table.columns:
+        kind = source.numbers_as_text(table, column) if column.type.kind is Kind.TEXT and not column.read_as else None
+        if kind is None:
+            columns.append(column)
+            continue
+        warnings.append(f"column {table.name}.{column.name} (declared {column.declared}) holds only numbers written as "
+                        f"text: copied as {kind.value} (--numeric-text)")
+        columns.append(replace(column, type=ColumnType(kind, 64), read_as=kind.value.upper()))
+    return replace(table, columns=tuple(columns))
 
 
 def _integers_for_joins(source: Source, tables: list[Table], warnings: list[str]) -> list[Table]:

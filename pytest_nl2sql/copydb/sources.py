@@ -69,6 +69,10 @@ class Source:
         """Whether a text column holds only integers written as text (SQLite's `'12'`)."""
         return False
 
+    def numbers_as_text(self, table: Table, column: Column) -> Kind | None:
+        """INTEGER or REAL when a text column holds only numbers written as text, canonically."""
+        return None
+
     def select_sql(self, table: Table) -> str:
         return f"SELECT {', '.join(self.value_sql(table, c) for c in table.columns)} FROM {self.q(table.name)}"
 
@@ -163,6 +167,16 @@ class SqliteSource(Source):
         odd = self._fetch(f"SELECT 1 FROM {self.q(table.name)} WHERE {ref} IS NOT NULL AND (typeof({ref}) != 'text' "
                           f"OR CAST(CAST({ref} AS INTEGER) AS TEXT) != {ref}) LIMIT 1")
         return not odd
+
+    def numbers_as_text(self, table: Table, column: Column) -> Kind | None:
+        ref = self.q(column.name)
+        as_int, as_real = f"CAST(CAST({ref} AS INTEGER) AS TEXT) = {ref}", f"CAST(CAST({ref} AS REAL) AS TEXT) = {ref}"
+        total, text, integers, numbers = self._fetch(
+            f"SELECT count(*), coalesce(sum(typeof({ref}) = 'text'), 0), coalesce(sum({as_int}), 0), "
+            f"coalesce(sum({as_int} OR {as_real}), 0) FROM {self.q(table.name)} WHERE {ref} IS NOT NULL")[0]
+        if not total or text != total:
+            return None
+        return Kind.INTEGER if integers == total else Kind.REAL if numbers == total else None
 
     def tables(self) -> list[Table]:
         try:

@@ -23,7 +23,9 @@ from pytest_nl2sql.engines.base import (
     Limits,
     QueryResult,
     QueryTimeout,
+    ResultTooLarge,
     TooManyRows,
+    can_stream,
 )
 from pytest_nl2sql.judge import compat, ties
 from pytest_nl2sql.judge.compare import CompareOptions, Comparison, Mode, compare_results
@@ -53,6 +55,7 @@ class GoldOutcome:
     order_matters: bool
     ties: tuple[TieGroups | None, ...] = ()
     warnings: tuple[str, ...] = ()
+    large: frozenset[int] = frozenset()  # golds with more rows than `Limits.memory_rows`: compared streamed, never held
 
     def ties_of(self, index: int) -> TieGroups | None:
         return self.ties[index] if index < len(self.ties) else None
@@ -67,6 +70,7 @@ class Judgement:
     result: QueryResult | None = None  # the prediction's result
     fingerprint: str | None = None
     executed: str | None = None  # the predicted SQL as executed (after compat rewriting / transpiling)
+    streamed: bool = False  # compared as streams (`judge.large`): `result` holds the first rows only
 
 
 def to_engine_sql(sql: str, dialect: str | None, engine: Engine) -> str:
@@ -106,7 +110,7 @@ def run_gold(
     else:
         queries = tuple(gold)
         order_matters = order_matters_for(order, gold, dialect)
-    results, groups, warnings = [], [], []
+    results, groups, warnings, large = [], [], [], set()
     for number, sql in enumerate(queries, start=1):
         label = f"gold query {number} of {len(queries)}" if len(queries) > 1 else "gold query"
         shape = ties.GoldShape() if spider_compat else ties.shape(sql, dialect or engine.dialect, limits.max_rows)
@@ -120,6 +124,11 @@ def run_gold(
                 raw = execute_once_more_if_lost(engine, to_engine_sql(sql, dialect, engine), limits, trusted=True)
             except ConnectionLost:
                 raise
+            except ResultTooLarge:  # held nowhere: compared as a stream when a prediction is judged
+                results.append(QueryResult((), []))
+                groups.append(None)
+                large.add(number - 1)
+                continue
             except QueryTimeout as e:
                 raise GoldError(f"{label} timed out: {e}") from e
             except TooManyRows as e:
@@ -139,7 +148,8 @@ def run_gold(
                 found.append(ties.UNORDERED_LIMIT_WARNING)
         prefix = f"{label}: " if len(queries) > 1 else ""
         warnings += [prefix + w for w in dict.fromkeys(found)]
-    outcome = GoldOutcome(tuple(results), queries, order_matters, () if spider_compat else tuple(groups), tuple(warnings))
+    outcome = GoldOutcome(tuple(results), queries, order_matters, () if spider_compat else tuple(groups), tuple(warnings),
+                          frozenset(large))
     return _checked(outcome, compare)
 
 
@@ -284,9 +294,13 @@ def judge(
         sql = str(predicted)
     try:
         sql = to_engine_sql(sql, dialect, engine)
+        if gold.large:
+            return judge_streamed(sql, gold, engine, limits, options, dialect)
         result = execute_once_more_if_lost(engine, sql, limits)
     except ConnectionLost:
         raise
+    except ResultTooLarge:
+        return judge_streamed(sql, gold, engine, limits, options, dialect)
     except QueryTimeout as e:
         return Judgement(Verdict.PRED_TIMEOUT, str(e), executed=sql)
     except TooManyRows as e:
@@ -294,6 +308,33 @@ def judge(
     except EngineError as e:
         return Judgement(Verdict.PRED_ERROR, str(e), executed=sql)
     return judge_result(result, gold, options, fingerprint=fingerprint, executed=sql)
+
+
+def judge_streamed(sql: str, gold: GoldOutcome, engine: Engine, limits: Limits, options: CompareOptions,
+                   dialect: str | None) -> Judgement:
+    """A result too large to hold (gold or prediction past `Limits.memory_rows`): both queries are
+    streamed and compared in bounded memory (`judge.large`), gold by gold; the first match wins."""
+    from pytest_nl2sql.judge import large
+
+    problem = (large.unsupported(options) or (None if can_stream(engine) else f"the {engine.dialect} engine cannot stream results")
+               or (None if gold.queries else "the gold is a result file"))
+    if problem is not None:
+        return Judgement(Verdict.TOO_MANY_ROWS, f"a result has more than {limits.memory_rows} rows, too many to hold in "
+                         f"memory, and comparing it as a stream is not possible here: {problem}", executed=sql)
+    best: Judgement | None = None
+    for index, query in enumerate(gold.queries):
+        try:
+            judgement = large.judge_large(sql, to_engine_sql(query, dialect, engine), engine, limits,
+                                          order_matters=gold.order_matters, options=options)
+        except large.Unsupported as e:
+            return Judgement(Verdict.TOO_MANY_ROWS, str(e), executed=sql)
+        judgement = dataclasses.replace(judgement, gold_index=index, streamed=True)
+        if judgement.verdict is Verdict.PASS or judgement.comparison is None:
+            return judgement
+        if best is None or _closeness(judgement.comparison) > _closeness(best.comparison):
+            best = judgement
+    assert best is not None
+    return best
 
 
 def judge_result(result: QueryResult, gold: GoldOutcome, options: CompareOptions, *, fingerprint: bool = False,

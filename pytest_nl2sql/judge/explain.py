@@ -145,8 +145,11 @@ def result_diff_lines(judgement: Judgement, gold: GoldOutcome | None, verbosity:
     gold_result = gold.results[judgement.gold_index]
     pred_result = judgement.result
     order = "ordered (gold has a top-level ORDER BY)" if gold.order_matters else "unordered (compared as multisets)"
-    lines.append(f"rows: gold {len(gold_result.rows)}, predicted {len(pred_result.rows) if pred_result else '?'}; "
-                 f"columns: gold {len(gold_result.columns)}, predicted {len(pred_result.columns) if pred_result else '?'}; {order}")
+    if judgement.streamed:
+        lines.append(f"results too large to hold in memory, compared as streams; {order}")
+    else:
+        lines.append(f"rows: gold {len(gold_result.rows)}, predicted {len(pred_result.rows) if pred_result else '?'}; "
+                     f"columns: gold {len(gold_result.columns)}, predicted {len(pred_result.columns) if pred_result else '?'}; {order}")
     if comparison.detail:
         lines.append(comparison.detail)
     if comparison.pairing is not None and pred_result is not None:

@@ -321,7 +321,7 @@ class Pipeline:
     def _efficiency(self, case: Case, judgement: Judgement, gold: GoldOutcome, engine: Engine) -> Efficiency | None:
         """The right prediction's time against its gold's (BIRD's R-VES); never part of the verdict."""
         pred_result, gold_result = judgement.result, gold.results[judgement.gold_index]
-        if pred_result is None or pred_result.seconds is None or gold_result.seconds is None or not gold.queries:
+        if judgement.streamed or pred_result is None or pred_result.seconds is None or gold_result.seconds is None or not gold.queries:
             return None
         limits = self.options.limits
 
@@ -378,14 +378,14 @@ class Pipeline:
 
     def _soft_scores(self, case: Case, judgement: Judgement, gold: GoldOutcome) -> SoftScores | None:
         """Soft scores of a prediction that produced a result (None when it did not run)."""
-        if judgement.result is None or judgement.verdict not in (Verdict.PASS, Verdict.MISMATCH):
-            return None
+        if judgement.result is None or judgement.streamed or judgement.verdict not in (Verdict.PASS, Verdict.MISMATCH):
+            return None  # (a streamed result is not held: only its first rows are)
         rule = ValueRule.of(_compare_options(case))
         golds = [(g.columns, g.rows) for g in gold.results]
         return best_soft_scores(golds, judgement.result.columns, judgement.result.rows, namer=self.namer(case), rule=rule)
 
     def _near_miss(self, case: Case, judgement: Judgement, gold: GoldOutcome) -> NearMiss | None:
-        if judgement.verdict is not Verdict.MISMATCH or judgement.result is None:
+        if judgement.verdict is not Verdict.MISMATCH or judgement.result is None or judgement.streamed:
             return None
         golds = [(g.rows, len(g.columns)) for g in gold.results]
         result = judgement.result

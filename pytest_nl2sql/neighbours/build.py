@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import sqlglot
 from sqlglot.errors import SqlglotError
@@ -61,6 +62,21 @@ def _source_errors(kind: str) -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def _at_computed(connection: Any, rows: Rows, computed: list[tuple[tuple[str, str], str]], builder: CandidateBuilder,
+                 repairer: Repairer, kind: str) -> tuple[Any, Rows]:
+    """Rows at the values the gold's subqueries compute on this candidate (`x > (SELECT avg(x) ...)`
+    has no literal to put rows next to), and the candidate written again with them."""
+    added = rows
+    for ref, sql in computed:
+        outcome = run_query(connection, sql, kind)
+        if outcome is not None and len(outcome.rows) == 1 and len(outcome.rows[0]) == 1 and outcome.rows[0][0] is not None:
+            added = builder.at_computed(added, ref, outcome.rows[0][0])
+    if added is rows:
+        return connection, rows
+    connection.close()
+    return create_database(builder.schema, repairer.repair(added), ":memory:", repairer)
+
+
 def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect: str, kind: str, seed: bytes) -> list[Built]:
     """The chosen neighbours (at most `count`; none when the gold or schema cannot be handled)."""
     if count <= 0 or not golds:
@@ -80,6 +96,7 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
         if facts is None or first is None or None in engine_golds:
             return []
         mutant_sql = mutants(first, kind)
+        computed = [(ref, sql) for ref, sql in ((ref, _engine_sql(sql, dialect, kind)) for ref, _, sql in facts.computed) if sql]
         order_matters = has_top_level_order_by(golds[0], dialect)
         scored: list[Scored] = []
         candidates: dict[int, Built] = {}
@@ -88,8 +105,11 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
             rng = seeded(seed, number)
             repairer = Repairer(schema, rng)
             try:
-                rows = repairer.repair(CandidateBuilder(schema, reader, facts, rng, flavour).build())
+                builder = CandidateBuilder(schema, reader, facts, rng, flavour)
+                rows = repairer.repair(builder.build())
                 connection, rows = create_database(schema, rows, ":memory:", repairer)
+                if computed:
+                    connection, rows = _at_computed(connection, rows, computed, builder, repairer, kind)
             except errors:
                 continue
             try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_nl2sql.neighbours.literals import GoldFacts, Hint
-from pytest_nl2sql.neighbours.schema import ForeignKey, Schema, Table, quote
+from pytest_nl2sql.neighbours.schema import DATE, INT, OTHER, REAL, TEXT, TIMESTAMP, ForeignKey, Schema, Table, quote
 from pytest_nl2sql.neighbours.values import Unstorable, fresh_value, hint_holds, hint_values, satisfying, stored
 
 Rows = dict[str, list[tuple[Any, ...]]]  # table name -> rows in column order
@@ -34,6 +34,7 @@ class Flavour:
     groups: bool = False
     nulls: bool = False
     sparse: bool = False  # most tables nearly empty
+    chains: bool = False  # one joined row in every table the gold reads per boundary value
 
 
 FLAVOURS = (
@@ -43,6 +44,8 @@ FLAVOURS = (
     Flavour("nearly empty tables with boundary values", (0, 2), sparse=True),
     Flavour("sampled rows only, duplicated values", (10, 16), hints=False, duplicates=True, groups=True),
     Flavour("boundary values, several rows per group, NULLs", (4, 8), groups=True, nulls=True),
+    Flavour("a joined row through every table the gold reads per boundary value", (1, 4), chains=True),
+    Flavour("joined rows per boundary value, some twice, duplicated values", (2, 5), chains=True, duplicates=True),
 )
 
 OTHER_TABLE_ROWS = 3  # rows of tables the gold does not read
@@ -93,6 +96,7 @@ class CandidateBuilder:
         self.rng = rng
         self.flavour = flavour
         self.read_by_gold = {name.lower() for name in facts.tables}
+        self.fresh_counter = 0
 
     def build(self) -> Rows:
         rows: Rows = {}
@@ -104,6 +108,8 @@ class CandidateBuilder:
             else:
                 wanted = 0 if self.flavour.sparse else OTHER_TABLE_ROWS
             rows[table.name] = [self._stored_row(table, row) for row in self.source.sample(table, wanted, self.rng)] if wanted else []
+            if not rows[table.name] and wanted and table.name.lower() in self.read_by_gold:  # the source's table is empty
+                rows[table.name] = [tuple(self._synthetic(table, self.rng)) for _ in range(wanted)]
         self._pull_parents(rows, order)
         self.links = self._links()
         self._soft_joins(rows)
@@ -122,13 +128,145 @@ class CandidateBuilder:
                 made += self._duplicates(table, current)
             if self.flavour.groups:
                 made += self._group_rows(table, current)
+            made = self._rekeyed(table, rows[table.name], made)
             rows[table.name] = rows[table.name] + made
             self.good[table.name] = [row for row in rows[table.name] if self._satisfies(table, row)]
             self.reachable[table.name] = list(dict.fromkeys(self.good[table.name] + made))
             self.boundary[table.name] = made
+        if self.flavour.chains:
+            self._chains(rows)
         if self.flavour.nulls:
             self._nulls(rows)
         return rows
+
+    def _chains(self, rows: Rows) -> None:
+        """For each boundary value of each literal (and twice for none), a row in every table the
+        gold reads, joined along the gold's join conditions and with keys of their own: a
+        boundary row that reaches the result however many joins sit between (the sampled rows
+        and the per-table boundary rows often do not line up across two joins)."""
+        tables = [t for t in (self.schema.table(name) for name in self.facts.tables) if t is not None]
+        if not tables:
+            return
+        focuses: list[tuple[Hint | None, Any]] = []
+        for hint in self.facts.hints:
+            table = self.schema.table(hint.column[0])
+            column = table.column(hint.column[1]) if table is not None else None
+            if column is not None:
+                focuses += [(hint, value) for value in hint_values(hint, column.value_class)]
+        if len(focuses) > 10:
+            focuses = self.rng.sample(focuses, 10)
+        focuses += [(None, None), (None, None)]
+        for focus, value in focuses:
+            seed = self.rng.random()
+            for _ in range(2 if self.flavour.duplicates and self.rng.random() < 0.5 else 1):
+                self._chain(rows, tables, focus, value, random.Random(seed))  # a copy: same values, new keys
+
+    def _chain(self, rows: Rows, tables: list[Table], focus: Hint | None, value: Any, rng: random.Random) -> None:
+        made: dict[str, list[Any]] = {}
+        for table in tables:
+            row = list(rng.choice(rows[table.name])) if rows[table.name] else self._synthetic(table, rng)
+            hinted = set()
+            for hint in self._hints_of(table):
+                column = table.column(hint.column[1])
+                assert column is not None
+                hinted.add(column.name)
+                options = [value] if hint == focus else satisfying(hint, column.value_class)
+                if options:
+                    row[table.position(column.name)] = _stored_or_none(rng.choice(options), column, self.schema.kind)
+            if not self.flavour.duplicates:  # each chain's texts its own, so that each reaches the result apart
+                joined = {c for (t, c) in (e for pair in self.facts.joins for e in pair) if t == table.name}
+                tag = rng.randint(2, 99)
+                for position, column in enumerate(table.columns):
+                    if column.value_class == TEXT and isinstance(row[position], str) and column.name not in hinted | joined:
+                        row[position] = f"{row[position]} {tag}"
+            for key in table.uniques:
+                for name in key:
+                    if name in hinted:
+                        continue
+                    position = table.position(name)
+                    taken = {r[position] for r in rows[table.name]} | {row[position]}
+                    self.fresh_counter += 1
+                    row[position] = _stored_or_none(fresh_value(table.columns[position], taken, self.fresh_counter),
+                                                    table.columns[position], self.schema.kind)
+            made[table.name] = row
+        edges = [(a, b) for a, b in self.facts.joins if a[0] != b[0] and a[0] in made and b[0] in made]
+        visited = {focus.column[0] if focus is not None else tables[0].name}
+        for _ in range(len(tables)):
+            for (left_table, left_column), (right_table, right_column) in edges:
+                if (left_table in visited) == (right_table in visited):
+                    continue
+                if right_table in visited:
+                    left_table, left_column, right_table, right_column = right_table, right_column, left_table, left_column
+                self._link(made, left_table, left_column, right_table, right_column)
+                visited.add(right_table)
+        for (left_table, left_column), (right_table, right_column) in edges:
+            left, right = self.schema.table(left_table), self.schema.table(right_table)
+            assert left is not None and right is not None
+            if made[left_table][left.position(left_column)] != made[right_table][right.position(right_column)]:
+                self._link(made, left_table, left_column, right_table, right_column)  # a cycle: best effort
+        for table in tables:
+            rows[table.name] = rows[table.name] + [tuple(made[table.name])]
+
+    def _link(self, made: dict[str, list[Any]], known: str, known_column: str, other: str, other_column: str) -> None:
+        """Make the two columns equal: a child takes its parent's (fresh) key, else `other`
+        takes the value of `known`."""
+        known_table, other_table = self.schema.table(known), self.schema.table(other)
+        assert known_table is not None and other_table is not None
+        known_position, other_position = known_table.position(known_column), other_table.position(other_column)
+        other_is_key = any(key == (other_table.columns[other_position].name,) for key in other_table.uniques)
+        known_is_key = any(key == (known_table.columns[known_position].name,) for key in known_table.uniques)
+        if other_is_key and not known_is_key:
+            made[known][known_position] = _stored_or_none(made[other][other_position], known_table.columns[known_position], self.schema.kind)
+        else:
+            made[other][other_position] = _stored_or_none(made[known][known_position], other_table.columns[other_position], self.schema.kind)
+
+    def _rekeyed(self, table: Table, existing: list[tuple[Any, ...]], made: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Made rows with fresh key values where they copy a row's key, now rather than at the
+        repair: children made next must point at the boundary row itself, not at the row it
+        was copied from (which the repair would leave holding the key)."""
+        fixed_columns = {c for fk in self.links[table.name] for c in fk.columns}
+        hinted = {hint.column[1] for hint in self._hints_of(table)}
+        seen = {key: {tuple(row[table.position(c)] for c in key) for row in existing} for key in table.uniques}
+        result: list[tuple[Any, ...]] = []
+        for original in made:
+            row = list(original)
+            for key in table.uniques:
+                positions = [table.position(c) for c in key]
+                value = tuple(row[p] for p in positions)
+                if any(v is None for v in value):
+                    continue
+                if value in seen[key]:
+                    free = [p for p in positions if table.columns[p].name not in fixed_columns]
+                    free.sort(key=lambda p: table.columns[p].name not in hinted)
+                    if not free:
+                        continue  # left to the repair
+                    position = free[-1]
+                    taken = {r[position] for r in existing} | {r[position] for r in result} | {row[position]}
+                    self.fresh_counter += 1
+                    row[position] = _stored_or_none(fresh_value(table.columns[position], taken, self.fresh_counter),
+                                                    table.columns[position], self.schema.kind)
+                    value = tuple(row[p] for p in positions)
+                    if row[position] is None:
+                        continue
+                seen[key].add(value)
+            result.append(tuple(row))
+        return result
+
+    def at_computed(self, rows: Rows, column_ref: tuple[str, str], value: Any) -> Rows:
+        """`rows` plus copies of the column's table rows holding exactly `value`, the value a
+        subquery of the gold computes (an AVG, MAX or MIN stays what it was with a row at it),
+        so that `>` and `>=` against it differ."""
+        table = self.schema.table(column_ref[0])
+        column = table.column(column_ref[1]) if table is not None else None
+        if table is None or column is None or not rows.get(table.name):
+            return rows
+        value = _stored_or_none(value, column, self.schema.kind)
+        if value is None:
+            return rows
+        good = [row for row in rows[table.name] if self._satisfies(table, row)] or rows[table.name]
+        position = table.position(column.name)
+        made = [tuple(value if i == position else v for i, v in enumerate(self.rng.choice(good))) for _ in range(2)]
+        return {**rows, table.name: rows[table.name] + self._rekeyed(table, rows[table.name], made)}
 
     def _hints_of(self, table: Table) -> list[Hint]:
         return [hint for hint in self.facts.hints if hint.column[0] == table.name]
@@ -164,7 +302,25 @@ class CandidateBuilder:
     def _template(self, table: Table, rows: list[tuple[Any, ...]]) -> list[Any]:
         if rows:
             return list(self.rng.choice(rows))
-        return [None] * len(table.columns)
+        return self._synthetic(table, self.rng)
+
+    def _synthetic(self, table: Table, rng: random.Random) -> list[Any]:
+        """A row for a table with none to copy (a source shipped empty): values from small
+        domains per column, so that rows repeat values, tie and group as real data does."""
+        row: list[Any] = []
+        for column in table.columns:
+            if column.value_class == INT:
+                value: Any = rng.randint(1, 4) * 10
+            elif column.value_class == REAL:
+                value = rng.randint(1, 4) * 2.5
+            elif column.value_class in (TEXT, OTHER):
+                value = f"{column.name} {rng.randint(1, 4)}"
+            elif column.value_class in (DATE, TIMESTAMP):
+                value = f"200{rng.randint(1, 4)}-01-01"
+            else:
+                value = None
+            row.append(_stored_or_none(value, column, self.schema.kind))
+        return row
 
     def _make_row(self, table: Table, rows: Rows, focus: Hint | None, agree: float = 0.7) -> list[Any]:
         """A row like the sampled ones that mostly meets the gold's other conditions on this

@@ -36,6 +36,7 @@ class GoldFacts:
     aggregated: tuple[ColumnRef, ...]
     mentioned: tuple[ColumnRef, ...]  # every column the gold names
     limits: tuple[int, ...]
+    computed: tuple[tuple[ColumnRef, str, str], ...] = ()  # column op (SELECT one value ...): (column, op, the subquery's SQL)
 
 
 def parse_gold(sql: str, dialect: str) -> exp.Expression | None:
@@ -52,7 +53,7 @@ def read_golds(golds: Sequence[str], dialect: str, schema: Schema) -> GoldFacts 
     trees = [tree for tree in (parse_gold(g, dialect) for g in golds) if tree is not None]
     if not trees:
         return None
-    collector = _Collector(schema)
+    collector = _Collector(schema, dialect)
     for tree in trees:
         collector.visit(tree)
     return collector.facts()
@@ -83,8 +84,9 @@ _OPS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp
 
 
 class _Collector:
-    def __init__(self, schema: Schema) -> None:
+    def __init__(self, schema: Schema, dialect: str) -> None:
         self.schema = schema
+        self.dialect = dialect
         self.tables: list[str] = []
         self.hints: list[Hint] = []
         self.joins: list[tuple[ColumnRef, ColumnRef]] = []
@@ -93,12 +95,14 @@ class _Collector:
         self.aggregated: list[ColumnRef] = []
         self.mentioned: list[ColumnRef] = []
         self.limits: list[int] = []
+        self.computed: list[tuple[ColumnRef, str, str]] = []
 
     def facts(self) -> GoldFacts:
         return GoldFacts(
             tuple(self.tables), tuple(dict.fromkeys(self.hints)), tuple(dict.fromkeys(self.joins)),
             tuple(dict.fromkeys(self.grouped)), tuple(dict.fromkeys(self.ordered)),
             tuple(dict.fromkeys(self.aggregated)), tuple(dict.fromkeys(self.mentioned)), tuple(self.limits),
+            tuple(dict.fromkeys(self.computed)),
         )
 
     def visit(self, tree: exp.Expression) -> None:
@@ -147,6 +151,10 @@ class _Collector:
                             self.joins.append((a, b))
                     continue
                 for refs, other, this_op in ((left_refs, right, op), (right_refs, left, _FLIPPED[op])):
+                    inner = other.this if isinstance(other, exp.Subquery) else None
+                    if refs and isinstance(inner, exp.Select) and len(inner.expressions) == 1:
+                        self.computed.extend((ref, this_op, inner.sql(dialect=self.dialect)) for ref in refs)
+                        continue
                     value = value_of(other)
                     if refs and value is not None:
                         self.hints.extend(Hint(ref, this_op, value) for ref in refs)
