@@ -55,7 +55,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SPIDER = ROOT.parent / "shared" / "data" / "spider"
-TARGET_RATIO = 0.5  # the issue: ours at most half the official execution-only wall time
+TARGET_RATIO = 0.5  # issue 8: ours on one database at most half the official execution-only wall time
+NEIGHBOURS_TARGET_RATIO = 1.0  # issue 9: ours with neighbour databases (the default) at most the official's
+
+
+def target_of(command: list[str]) -> float:
+    return TARGET_RATIO if "--nl2sql-neighbours=0" in command else NEIGHBOURS_TARGET_RATIO
 
 
 @dataclass
@@ -345,6 +350,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="nl2sql-bench-") as tmp:
         directory = Path(tmp)
         suite = write_suite(directory, spider, predictions)
+        cache = directory / "neighbour-cache"  # ours generate neighbours into it once (cold), then reuse them
+        env = {**env, "NL2SQL_CACHE_DIR": str(cache)}
         configs: list[Config] = []
         why_not = official_usable(args.official.resolve() if args.official else None, args.official_python, official_env)
         if why_not:
@@ -370,6 +377,13 @@ def main() -> None:
         if args.profile:
             profile(directory, suite, args.profile.resolve(), env)
 
+        ours = next((c for c in configs if c.label.startswith("ours")), None)
+        if ours is not None:  # the first run of ours generates every neighbour database
+            cold = measure(ours.command, ours.cwd, ours.env)
+            files = [f for f in cache.rglob("*") if f.is_file()]
+            print(f"{ours.label}, cold neighbour cache: {cold.wall:.2f} s wall, {cold.cpu:.2f} s CPU "
+                  f"(generating the neighbour databases); cache {len(files)} files, "
+                  f"{sum(f.stat().st_size for f in files) / 2**20:.1f} MiB")
         results: dict[str, str] = {}
         for round_ in range(args.repeat + 1):  # round 0 is the warm-up
             for config in configs:
@@ -391,9 +405,10 @@ def main() -> None:
             for config in configs[1:]:
                 ratio = bests[config.label] / official_best
                 median_ratio = statistics.median(r.wall for r in config.runs) / official_median
-                verdict = "within" if ratio <= TARGET_RATIO else "above"
+                target = target_of(config.command)
+                verdict = "within" if ratio <= target else "above"
                 print(f"{config.label} / official: {ratio:.2f}x best-to-best, {median_ratio:.2f}x median-to-median "
-                      f"({verdict} the {TARGET_RATIO}x target); {bests[config.label] / floor_s:.1f}x the floor")
+                      f"({verdict} the {target}x target); {bests[config.label] / floor_s:.1f}x the floor")
         else:
             for config in configs:
                 print(f"{config.label}: {bests[config.label] / floor_s:.1f}x the floor (no official run to compare with)")

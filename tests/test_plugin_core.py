@@ -179,7 +179,7 @@ def test_aligned_predictions_with_several_suites_is_a_usage_error(shop: pytest.P
 def test_db_id_layout_and_db_dir_option(pytester: pytest.Pytester) -> None:
     (pytester.path / "dbs" / "shop").mkdir(parents=True)
     make_shop(pytester.path / "dbs" / "shop", "shop.sqlite")
-    write_suite(pytester.path, [{"id": "a", "db_id": "shop", "gold": "SELECT count(*) FROM item", "predicted": "SELECT 5"}])
+    write_suite(pytester.path, [{"id": "a", "db_id": "shop", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) FROM item"}])
     result = pytester.runpytest("--nl2sql-db-dir=dbs", "--nl2sql-report=json:r.json")
     result.assert_outcomes(passed=1)
     assert read_report(pytester.path / "r.json")["items"][0]["database"] == "shop"

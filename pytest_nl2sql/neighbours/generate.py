@@ -1,5 +1,6 @@
 """Building one candidate neighbour: rows sampled from the source, rows made to sit on and next to
-the gold's literals, duplicated rows, several rows per group, NULLs; then repaired so that every
+the gold's literals, duplicated rows, several rows per group, NULLs, chains of joined rows (one per
+boundary value, through every table the gold reads); then repaired so that every
 primary key, UNIQUE, NOT NULL and foreign key holds (Spider's own data does not always), and
 written into a fresh database with the source's CREATE statements.
 
@@ -206,6 +207,20 @@ class CandidateBuilder:
                 self._link(made, left_table, left_column, right_table, right_column)  # a cycle: best effort
         for table in tables:
             rows[table.name] = rows[table.name] + [tuple(made[table.name])]
+        for table in tables:  # parents outside the gold's tables, or the repair would re-point the chain
+            for fk in table.foreign_keys:
+                found = parent_columns(self.schema, fk)
+                if found is None or found[0].name in made:
+                    continue
+                parent, referenced = found
+                values = [made[table.name][table.position(c)] for c in fk.columns]
+                positions = [parent.position(c) for c in referenced]
+                if None in values or any(tuple(row[p] for p in positions) == tuple(values) for row in rows[parent.name]):
+                    continue
+                row = list(rng.choice(rows[parent.name])) if rows[parent.name] else self._synthetic(parent, rng)
+                for position, value in zip(positions, values):
+                    row[position] = _stored_or_none(value, parent.columns[position], self.schema.kind)
+                rows[parent.name] = rows[parent.name] + self._rekeyed(parent, rows[parent.name], [tuple(row)])
 
     def _link(self, made: dict[str, list[Any]], known: str, known_column: str, other: str, other_column: str) -> None:
         """Make the two columns equal: a child takes its parent's (fresh) key, else `other`

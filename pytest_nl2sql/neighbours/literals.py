@@ -6,6 +6,7 @@ to those literals and several rows in those groups, because that is where wrong 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import sqlglot
@@ -79,6 +80,15 @@ def _literal_value(node: exp.Expression) -> object | None:
             return None
 
 
+def _having(tables: Sequence[Any], name: str) -> list[ColumnRef]:
+    found = []
+    for table in dict.fromkeys(t for t in tables if t is not None):
+        column = table.column(name)
+        if column is not None:
+            found.append((table.name, column.name))
+    return found
+
+
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
 _OPS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 
@@ -125,12 +135,14 @@ class _Collector:
                 table = self.schema.table(name) if name else None
                 column = table.column(node.name) if table else None
                 return [(table.name, column.name)] if table and column else []
-            found = []
-            for table in in_query:
-                column = table.column(node.name) if table else None
-                if table and column:
-                    found.append((table.name, column.name))
-            return found
+            select = node.find_ancestor(exp.Select)
+            while select is not None:  # the nearest SELECT whose own tables have the column
+                own = [self.schema.table(t.name) for t in select.find_all(exp.Table) if t.find_ancestor(exp.Select) is select]
+                found = _having(own, node.name)
+                if found:
+                    return found
+                select = select.find_ancestor(exp.Select)
+            return _having(in_query, node.name)
 
         def value_of(node: exp.Expression) -> object | None:
             """A literal; or a double-quoted name that is no column, which SQLite reads as a string."""
