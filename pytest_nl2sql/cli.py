@@ -31,7 +31,7 @@ from pathlib import Path
 from pytest_nl2sql.engines.url import EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import classify, key_relative_to, load_baseline
 from pytest_nl2sql.gate.finish import Finished, Gate, finish_run
-from pytest_nl2sql.gate.run import RunInfo, utc_now
+from pytest_nl2sql.gate.run import PER_CASE, RunInfo, utc_now
 from pytest_nl2sql.gate.thresholds import parse_fail_unders
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.plugin.settings import parse_report
@@ -100,7 +100,7 @@ def merge_reports(paths: Sequence[Path], gate: Gate) -> Finished:
         started=started, duration_s=max((r.get("duration_s") or 0.0 for r in runs), default=0.0),
         label=next((r["label"] for r in runs if r.get("label")), None),
         git_commit=next((r["git_commit"] for r in runs if r.get("git_commit")), None),
-        engine=next((r["engine"] for r in runs if r.get("engine")), "per case"),
+        engine=next((r["engine"] for r in runs if r.get("engine")), PER_CASE),
         complete=all(r.get("complete", True) for r in runs), options={**(runs[0].get("options") or {}), "shards": len(runs)},
     )
     if gate.baseline is not None:  # shards run without the baseline: classify as one run would

@@ -73,9 +73,13 @@ def test_under_xdist_the_controller_stops_the_run_once(pytester: pytest.Pytester
 def test_a_working_dsn_runs_and_the_report_names_its_engine(pytester: pytest.Pytester) -> None:
     database = make_shop(pytester.path, "copy.sqlite")
     _suite(pytester.path)
-    result = pytester.runpytest(f"--nl2sql-dsn={database}", "--nl2sql-report=json:r.json")
+    result = pytester.runpytest(f"--nl2sql-dsn={database}", "--nl2sql-report=json:r.json", "--nl2sql-report=md:r.md")
     result.assert_outcomes(passed=2)
-    assert read_report(pytester.path / "r.json")["run"]["engine"] == f"sqlite:///{database.as_posix()}"
+    label = f"sqlite:///{database.as_posix()}"
+    report = read_report(pytester.path / "r.json")
+    assert report["run"]["engine"] == report["summary"]["engine"] == label
+    result.stdout.fnmatch_lines([f"  every case ran on {label} (the databases below are the cases' own labels)"])
+    assert f"every case ran on `{label}`" in (pytester.path / "r.md").read_text()
 
 
 def test_evaluate_suite_raises_value_error_up_front(tmp_path: Path) -> None:

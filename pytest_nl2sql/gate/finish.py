@@ -51,6 +51,7 @@ class Finished:
 def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finished:
     results = ordered(results)
     summary = summarize(results)
+    summary["engine"] = run.engine  # where the cases ran: the --nl2sql-dsn database (password masked), or "per case"
     messages: list[str] = []
     failures: list[str] = []
     if gate.baseline is not None:

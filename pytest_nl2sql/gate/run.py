@@ -52,12 +52,15 @@ def git_commit(directory: Path) -> str | None:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+PER_CASE = "per case"  # the engine of a run without --nl2sql-dsn: each case's own database
+
+
 def engine_label(dsn: str | None) -> str:
     """Where the cases ran, for reports: the `--nl2sql-dsn` database as a URL that names its engine,
     password masked (`postgresql://user:***@127.0.0.1:5432/db`, `sqlite:////abs/shop.sqlite`,
     `snowflake://user:***@account/db`), or "per case" (each case's own database)."""
     if not dsn:
-        return "per case"
+        return PER_CASE
     try:
         return parse_database(dsn).label()
     except DatabaseMissing:  # a run stops before this (a usage error); merged reports may still ask

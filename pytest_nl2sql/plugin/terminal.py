@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_nl2sql.gate.run import PER_CASE
 from pytest_nl2sql.metrics.summary import accuracy_interval
 
 TABLE_ROWS = 15  # rows of a per-tag / per-database table without -v (the worst first)
@@ -58,6 +59,8 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
         if judged:
             lines.append(f"  {interval(summary)} (Wilson score interval over the judged SQL cases)")
         lines += neighbour_lines(summary, judged)
+        if summary.get("engine") not in (None, PER_CASE):
+            lines.append(f"  every case ran on {summary['engine']} (the databases below are the cases' own labels)")
         lines.append(f"SQL cases: {summary['total']} ({summary['passed']} passed, {summary['failed']} failed, "
                      f"{summary['errors']} error{'s' if summary['errors'] != 1 else ''})")
     if summary.get("exact_match") is not None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_nl2sql.files import atomic_write_text
+from pytest_nl2sql.gate.run import PER_CASE
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, latency_percentiles
 from pytest_nl2sql.metrics.summary import accuracy_interval
 from pytest_nl2sql.reports import ReportWriteError, register
@@ -87,7 +88,15 @@ def render_markdown(report: Mapping[str, Any]) -> str:
 def _headline(summary: Mapping[str, Any]) -> str:
     passed, judged = _counts(summary)
     interval = _interval(summary)
-    return f"### pytest-nl2sql: execution accuracy {_ratio(passed, judged)}" + (f" (95% CI {interval})" if interval else "")
+    line = f"### pytest-nl2sql: execution accuracy {_ratio(passed, judged)}" + (f" (95% CI {interval})" if interval else "")
+    notes = []
+    if summary.get("neighbours") and summary.get("single_db_accuracy") is not None:
+        notes.append(f"on the cases' own databases alone (no neighbour databases): {_percent(summary['single_db_accuracy'])}")
+    if summary.get("engine") not in (None, PER_CASE):
+        notes.append(f"every case ran on `{summary['engine']}`")
+    if summary.get("gold_warnings"):
+        notes.append(f"{summary['gold_warnings']} case(s) with a nondeterministic gold (see `gold_warnings`)")
+    return "\n\n".join([line, *notes])
 
 
 def _interval(bucket: Mapping[str, Any]) -> str:
