@@ -12,6 +12,7 @@ import pytest
 
 from helpers import make_shop, read_report, without_timings, write_suite
 from pytest_nl2sql.cases.read import Case
+from pytest_nl2sql.judge import on_neighbours
 from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
 from pytest_nl2sql.metrics.summary import summarize
 from pytest_nl2sql.vocab import Reason, Verdict
@@ -88,8 +89,21 @@ def test_the_summary_keeps_the_accuracy_on_the_cases_own_databases(tmp_path: Pat
     right = pipeline.evaluate(_case(tmp_path / "b", "SELECT DISTINCT name FROM item", "SELECT DISTINCT name FROM item"), LABEL).result
     summary = summarize([caught, right])
     assert (summary["accuracy"], summary["single_db_accuracy"]) == (0.5, 1.0)
-    assert summary["neighbours"] == {"cases": 2, "databases": 2, "caught": 1}
+    # the right prediction is the gold's own text: it matches everywhere, nothing runs again
+    assert right.neighbours == {"checked": 0, "failed": 0}
+    assert summary["neighbours"] == {"cases": 2, "databases": 1, "caught": 1}
     json.dumps(summary)
+
+
+@pytest.mark.parametrize(("predicted", "same"), [
+    ("select distinct NAME from Item;", True),
+    ("SELECT DISTINCT name\n  FROM item ;;", True),
+    ("SELECT DISTINCT name FROM item WHERE name = 'Pen'", False),
+    ("SELECT name FROM item", False),
+])
+def test_the_gold_s_own_text_is_recognised_token_for_token(predicted: str, same: bool) -> None:
+    assert on_neighbours.same_query(predicted, ["SELECT DISTINCT name FROM item"], "sqlite") is same
+    assert on_neighbours.same_query("SELECT 1 WHERE 'Pen' = 'pen'", ["SELECT 1 WHERE 'pen' = 'pen'"], "sqlite") is False
 
 
 # --- end to end, with generated neighbours -------------------------------------------------

@@ -23,6 +23,16 @@ Containment, layer by layer; none of the first three relies on recognising words
    could describe what would run. A deny list of file and lock functions is kept as defence
    in depth only.
 
+A result of more than `Limits.memory_rows` rows is not held: `execute` raises `ResultTooLarge`,
+and the caller reads it again with `stream` (`judge/large.py` compares results so): the same
+layers, the rows read from the unbuffered cursor in batches (`BATCH_ROWS`, about `BATCH_BYTES`).
+The watchdog is armed only while a batch is read, with the time the query has left, so the
+consumer's time between batches is not the query's. The server's own limit counts wall time
+over the whole statement (the consumer's time too, while the server waits to send), so for a
+stream it is only a backstop, `stream_server_seconds` of the time limit. Closing a stream that
+was not read to its end stops the query (`KILL QUERY`) and drains what is in flight. A consumer
+pausing longer than the server's `net_write_timeout` between batches loses the connection.
+
 What a session reset cannot undo needs privilege, so the deployment must be least privilege:
 connect as a user with `SELECT` on the benchmark database only — no `FILE` (`LOAD_FILE`,
 `INTO OUTFILE`), no `PROCESS`/`SUPER`/`CONNECTION ADMIN` (killing other users' sessions), no
@@ -36,10 +46,14 @@ this engine's time limit; the engine reopens the connection on the next query.
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pytest_nl2sql.engines import ForeignKey, Table, create_table_ddl
 from pytest_nl2sql.engines.base import (
+    BatchStream,
     ConnectionLost,
     DatabaseMissing,
     EngineError,
@@ -47,17 +61,20 @@ from pytest_nl2sql.engines.base import (
     QueryError,
     QueryResult,
     QueryTimeout,
+    SizeBudget,
     Watchdog,
     check_single_select,
-    collect_within,
     columns_by_table,
     import_driver,
     plain_row,
+    value_size,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
 
 CONNECT_TIMEOUT = 10  # seconds
 COM_RESET_CONNECTION = 0x1F  # the protocol command (PyMySQL names the code COM_END)
+BATCH_ROWS = 2_000  # rows per streamed batch at most (as the SQLite and DuckDB workers send)
+BATCH_BYTES = 4 * 1024 * 1024  # and about this many bytes (estimated as `SizeBudget` does)
 
 # Server error codes meaning "the statement was interrupted": KILL QUERY, or MySQL's limit.
 _INTERRUPTED = {1317, 3024}
@@ -85,6 +102,7 @@ class MysqlEngine:
         self._mariadb = False
         self._opened = False  # once open, failing to reopen is a lost server, not a bad case
         self._can_reset = True  # COM_RESET_CONNECTION works on this server
+        self._streaming = False  # a stream holds the connection's result until closed
         charset = dict(spec.server.options).get("charset", "utf8mb4")
         if not re.fullmatch(r"[A-Za-z0-9_]+", charset):
             raise DatabaseMissing(f"not a MySQL character set name: {charset!r}")
@@ -163,13 +181,7 @@ class MysqlEngine:
     # -- queries ------------------------------------------------------------------------------
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
-        check_single_select(
-            sql,
-            self.dialect,
-            denied_functions=DENIED_FUNCTIONS,
-            forbid_into=True,
-            forbid_executable_comments=True,
-        )
+        self._check(sql)
         pymysql = self._pymysql
         conn = self._begin(limits)
         watchdog = Watchdog(limits.timeout, self._killer(conn.thread_id()))
@@ -180,7 +192,7 @@ class MysqlEngine:
             cursor.execute(sql)
             streaming = True
             columns = tuple(d[0] for d in cursor.description or ())
-            rows = collect_within(iter(cursor.fetchone, None), limits)
+            rows = _collect(iter(cursor.fetchone, None), limits)
             streaming = False
         except pymysql.Error as error:
             streaming = False  # an error packet ends the result
@@ -190,18 +202,61 @@ class MysqlEngine:
             self._end(cursor, streaming, watchdog)
         return QueryResult(columns, rows)
 
-    def _begin(self, limits: Limits) -> Any:
-        """A connection inside a fresh READ ONLY transaction under the query's time limit.
+    @contextmanager
+    def stream(self, sql: str, limits: Limits, *, trusted: bool = False) -> Iterator[BatchStream]:
+        """The rows of `sql` batch by batch (`base.StreamingEngine.stream`), under the guards of
+        `execute` (module docstring); when the stream is closed, read to its end or not, the
+        query is stopped and the session reset. `trusted` changes nothing: the gold passes the
+        same checks. One stream at a time, and no `execute` while it is open."""
+        self._check(sql)
+        conn = self._begin(limits, server_seconds=stream_server_seconds(limits.timeout))
+        batches = _Batches(self, conn, limits)
+        self._streaming = True
+        try:
+            started = time.monotonic()
+            columns, first, done = batches.start(sql)
+            result = BatchStream(
+                columns, first, done, batches.more, lambda: None, limits,
+                spent=time.monotonic() - started,
+            )  # fmt: skip
+            try:
+                yield result
+            finally:
+                result.close()  # `_end` below stops the query and drains the result
+        finally:
+            self._streaming = False
+            self._end(batches.cursor, batches.open, batches.watchdog)
+
+    def _check(self, sql: str) -> None:
+        """The statement check (module docstring, layer 4), and no query while a stream is open."""
+        check_single_select(
+            sql,
+            self.dialect,
+            denied_functions=DENIED_FUNCTIONS,
+            forbid_into=True,
+            forbid_executable_comments=True,
+        )
+        self._check_not_streaming()
+
+    def _check_not_streaming(self) -> None:
+        """A stream's result holds the connection: any other command would break it."""
+        if self._streaming:
+            raise RuntimeError(f"a stream is open on {self!r}: close it before the next query")
+
+    def _begin(self, limits: Limits, server_seconds: float | None = None) -> Any:
+        """A connection inside a fresh READ ONLY transaction under the query's time limit
+        (`server_seconds` for the server's own limit, when not that: a stream's backstop).
 
         A connection that died while idle is reopened once here, quietly: the query has not
         been sent yet. Session variables are set again on every query, as the reset after the
         previous one put them back to their global values.
         """
         pymysql = self._pymysql
+        seconds = limits.timeout if server_seconds is None else server_seconds
         if self._mariadb:
-            limit = f"SESSION max_statement_time = {limits.timeout:.6f}"
+            limit = f"SESSION max_statement_time = {seconds:.6f}"
         else:
-            limit = f"SESSION max_execution_time = {max(1, int(limits.timeout * 1000))}"
+            limit = f"SESSION max_execution_time = {max(1, int(seconds * 1000))}"
         setup = f"SET NAMES {self._charset}, SESSION autocommit = 1, {limit}"
         for attempt in (1, 2):
             conn = self._connection()
@@ -242,7 +297,7 @@ class MysqlEngine:
                 f"lost the connection to MySQL at {self.spec.describe()} during the query:"
                 f" {_message(error)}"
             )
-        timeout = QueryTimeout(f"the query ran longer than {limits.timeout:g} s and was stopped")
+        timeout = _timeout(limits)
         if code == _STATEMENT_TIME:
             return timeout
         if code in _INTERRUPTED:
@@ -288,6 +343,7 @@ class MysqlEngine:
 
     def _catalogue(self, query: str) -> list[tuple[Any, ...]]:
         """Rows of a catalogue query; a connection that died while idle is reopened once."""
+        self._check_not_streaming()
         pymysql = self._pymysql
         for attempt in (1, 2):
             conn = self._connection()
@@ -350,6 +406,87 @@ def _tables(columns: list[tuple[Any, ...]], keys: list[tuple[Any, ...]]) -> list
         Table(name, tuple(cols), tuple(primary.get(name, ())), tuple(by_table.get(name, ())))
         for name, cols in shapes.items()
     ]
+
+
+def stream_server_seconds(timeout: float) -> float:
+    """The server's own limit on a streamed statement: a backstop for a client gone silent,
+    well past the time limit, since it also counts the consumer's time between batches (the
+    watchdog holds the limit itself, counting the database's time only)."""
+    return max(2 * timeout, timeout + 60)
+
+
+def _collect(source: Any, limits: Limits) -> list[tuple[Any, ...]]:
+    """Rows as plain values, counted as each arrives: `TooManyRows` past a cap, `ResultTooLarge`
+    past `memory_rows` (the caller streams it instead); the caller stops the result."""
+    rows: list[tuple[Any, ...]] = []
+    budget = SizeBudget(limits, spill=True)
+    for raw in source:
+        row = plain_row(raw)
+        budget.add(row)
+        rows.append(row)
+    return rows
+
+
+class _Batches:
+    """The batches of one streamed result, read from an unbuffered cursor under a watchdog
+    armed, batch by batch, with the time the query has left."""
+
+    def __init__(self, engine: MysqlEngine, conn: Any, limits: Limits) -> None:
+        self._engine = engine
+        self._conn = conn
+        self._limits = limits
+        self._left = limits.max_rows + 1  # rows worth reading: one past the cap shows it
+        self.cursor = conn.cursor(engine._pymysql.cursors.SSCursor)
+        self.open = False  # a result is on the connection and not read to its end
+        self.watchdog = Watchdog(limits.timeout, lambda: None)  # the last one armed
+
+    def start(self, sql: str) -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool]:
+        """Send the query and read the first batch, within the whole time limit."""
+
+        def send_and_read() -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool]:
+            self.cursor.execute(sql)
+            self.open = True
+            return (tuple(d[0] for d in self.cursor.description or ()), *self._batch())
+
+        return self._timed(self._limits.timeout, send_and_read)
+
+    def more(self, left: float) -> tuple[list[tuple[Any, ...]], bool]:
+        if left <= 0:
+            raise _timeout(self._limits)
+        return self._timed(left, self._batch)
+
+    def _timed(self, seconds: float, run: Any) -> Any:
+        engine = self._engine
+        self.watchdog = watchdog = Watchdog(seconds, engine._killer(self._conn.thread_id()))
+        try:
+            watchdog.start()
+            return run()
+        except engine._pymysql.Error as error:
+            self.open = False  # an error packet ends the result
+            raise engine._failure(error, self._conn, watchdog, self._limits) from None
+        finally:
+            watchdog.stop()
+
+    def _batch(self) -> tuple[list[tuple[Any, ...]], bool]:
+        """Up to `BATCH_ROWS` rows or about `BATCH_BYTES`; done when the result has ended.
+        At one row past `max_rows` it stops reading (`BatchStream` raises `TooManyRows`)."""
+        rows: list[tuple[Any, ...]] = []
+        size = 0
+        fetch = self.cursor.fetchone
+        while len(rows) < BATCH_ROWS and size < BATCH_BYTES and self._left:
+            raw = fetch()
+            if raw is None:
+                self.open = False
+                return rows, True
+            row = plain_row(raw)
+            rows.append(row)
+            size += SizeBudget.ROW_OVERHEAD + sum(map(value_size, row))
+            self._left -= 1
+        return rows, False
+
+
+def _timeout(limits: Limits) -> QueryTimeout:
+    return QueryTimeout(f"the query ran longer than {limits.timeout:g} s and was stopped")
 
 
 def _message(error: Any) -> str:

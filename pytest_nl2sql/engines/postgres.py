@@ -22,6 +22,15 @@ Containment, layer by layer; none of the first three relies on recognising words
    depth only, since SQL can always name a function in ways no list foresees (`query_to_xml`
    runs SQL held in a string).
 
+A result of more than `Limits.memory_rows` rows is not held: `execute` raises `ResultTooLarge`,
+and the caller reads it again with `stream` (`judge/large.py` compares results so). A stream
+runs under the same layers (the statement check, a READ ONLY transaction, the declared cursor,
+the reset afterwards) and reads the cursor one `FETCH` per batch, as many rows as `BATCH_BYTES`
+holds at the size of the rows seen last. Each FETCH is a statement of its own, so the server's
+`statement_timeout` never counts the consumer's time between batches, and a watchdog armed
+with the time still left cancels the FETCH that would pass the query's limit. A consumer idle
+longer than `idle_in_transaction_session_timeout` between batches loses the connection.
+
 What a session reset cannot undo needs privilege, so the deployment must be least privilege:
 connect as a role that may only read (`CONNECT`, `USAGE` on the schemas, `SELECT` on the
 tables), is not a superuser and is not a member of `pg_read_server_files`,
@@ -41,10 +50,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pytest_nl2sql.engines import ForeignKey, Table, create_table_ddl
 from pytest_nl2sql.engines.base import (
+    BatchStream,
     ConnectionLost,
     DatabaseMissing,
     EngineError,
@@ -52,16 +65,20 @@ from pytest_nl2sql.engines.base import (
     QueryError,
     QueryResult,
     QueryTimeout,
+    SizeBudget,
     Watchdog,
     check_single_select,
-    collect_within,
     columns_by_table,
     import_driver,
+    plain_row,
+    value_size,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
 
 CONNECT_TIMEOUT = 10  # seconds
 IDLE_IN_TRANSACTION_MIN_MS = 60_000  # the server ends a transaction its client abandoned
+BATCH_ROWS = 2_000  # rows per streamed batch at most (as the SQLite and DuckDB workers send)
+BATCH_BYTES = 4 * 1024 * 1024  # and about this many bytes (estimated as `SizeBudget` does)
 
 DENIED_FUNCTIONS = frozenset(
     {
@@ -92,6 +109,7 @@ class PostgresEngine:
         self._columns: dict[str, list[str]] | None = None  # schema_columns(), read on first use
         self._opened = False  # once open, failing to reopen is a lost server, not a bad case
         self._cursor_names = itertools.count()
+        self._streaming = False  # a stream holds the connection's transaction until closed
         self._connection()  # fail now (DatabaseMissing) rather than on every case
 
     # -- connection ---------------------------------------------------------------------------
@@ -138,6 +156,7 @@ class PostgresEngine:
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
         check_single_select(sql, self.dialect, denied_functions=DENIED_FUNCTIONS)
+        self._check_not_streaming()
         psycopg = self._psycopg
         conn = self._begin(limits)
         watchdog = Watchdog(limits.timeout, _canceller(conn))
@@ -155,6 +174,39 @@ class PostgresEngine:
             with contextlib.suppress(Exception):
                 cursor.close()  # gone with the transaction: no round trip
         return QueryResult(columns, rows)
+
+    @contextmanager
+    def stream(self, sql: str, limits: Limits, *, trusted: bool = False) -> Iterator[BatchStream]:
+        """The rows of `sql` batch by batch (`base.StreamingEngine.stream`), under the guards of
+        `execute` (module docstring); the transaction ends, and the session is reset, when the
+        stream is closed, read to its end or not. `trusted` changes nothing: the gold passes the
+        same checks. One stream at a time, and no `execute` while it is open."""
+        check_single_select(sql, self.dialect, denied_functions=DENIED_FUNCTIONS)
+        self._check_not_streaming()
+        conn = self._begin(limits)
+        cursor = conn.cursor(name=f"nl2sql_{next(self._cursor_names)}", scrollable=False)
+        batches = _Batches(self, conn, cursor.name, limits)
+        self._streaming = True
+        try:
+            started = time.monotonic()
+            columns, first, done = batches.start(cursor, sql)
+            result = BatchStream(
+                columns, first, done, batches.more, lambda: None, limits,
+                spent=time.monotonic() - started,
+            )  # fmt: skip
+            try:
+                yield result
+            finally:
+                result.close()  # the ROLLBACK below drops the cursor: nothing to stop here
+        finally:
+            self._streaming = False
+            self._end(conn)
+            with contextlib.suppress(Exception):
+                cursor.close()  # gone with the transaction: no round trip
+
+    def _check_not_streaming(self) -> None:
+        if self._streaming:
+            raise RuntimeError(f"a stream is open on {self!r}: close it before the next query")
 
     def _begin(self, limits: Limits) -> Any:
         """A connection inside a fresh READ ONLY transaction with the query's limits.
@@ -205,7 +257,7 @@ class PostgresEngine:
                 f"lost the connection to PostgreSQL at {self.spec.describe()} during the"
                 f" query: {_message(error)}"
             )
-        timeout = QueryTimeout(f"the query ran longer than {limits.timeout:g} s and was stopped")
+        timeout = _timeout(limits)
         if isinstance(error, (errors.QueryCanceled, errors.LockNotAvailable)):
             if watchdog.expired():
                 return timeout
@@ -304,12 +356,90 @@ def _tables(columns: list[tuple[Any, ...]], keys: list[tuple[Any, ...]]) -> list
 def _stream_rows(conn: Any, cursor_name: str, limits: Limits) -> list[tuple[Any, ...]]:
     """The declared cursor's rows, one FETCH read in single-row mode and counted row by row.
 
-    On a cap (`TooManyRows`) closing the stream cancels the FETCH and discards what is in flight.
+    On a cap (`TooManyRows`, or `ResultTooLarge` past `memory_rows`: the caller streams it
+    instead) closing the stream cancels the FETCH and discards what is in flight.
     """
-    fetch = f'FETCH FORWARD {limits.max_rows + 1} FROM "{cursor_name}"'
-    rows = conn.cursor().stream(fetch)
+    wanted = min(limits.max_rows, limits.memory_rows) + 1
+    rows = conn.cursor().stream(f'FETCH FORWARD {wanted} FROM "{cursor_name}"')
+    kept: list[tuple[Any, ...]] = []
+    budget = SizeBudget(limits, spill=True)
     with contextlib.closing(rows):
-        return collect_within(rows, limits)
+        for raw in rows:
+            row = plain_row(raw)
+            budget.add(row)
+            kept.append(row)
+    return kept
+
+
+class _Batches:
+    """The batches of one streamed result: a FETCH per batch (two for the first, which learns
+    the rows' size from one row), each under a watchdog with the time the query has left."""
+
+    def __init__(self, engine: PostgresEngine, conn: Any, cursor_name: str, limits: Limits) -> None:
+        self._engine = engine
+        self._conn = conn
+        self._name = cursor_name
+        self._limits = limits
+        self._left = limits.max_rows + 1  # rows still worth fetching: one past the cap shows it
+        self._step = 1  # rows of the next FETCH, from the size of the rows seen last
+
+    def start(self, cursor: Any, sql: str) -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool]:
+        """Declare the cursor and read the first batch, within the whole time limit."""
+
+        def declare_and_fetch() -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool]:
+            cursor.execute(sql)  # DECLARE ... CURSOR FOR <sql>: PostgreSQL takes only a query
+            columns = tuple(d.name for d in cursor.description or ())
+            return (columns, *self._fetch())
+
+        return self._timed(self._limits.timeout, declare_and_fetch)
+
+    def more(self, left: float) -> tuple[list[tuple[Any, ...]], bool]:
+        if left <= 0:
+            raise _timeout(self._limits)
+        return self._timed(left, self._fetch)
+
+    def _timed(self, seconds: float, run: Any) -> Any:
+        watchdog = Watchdog(seconds, _canceller(self._conn))
+        try:
+            watchdog.start()
+            return run()
+        except self._engine._psycopg.Error as error:
+            raise self._engine._failure(error, self._conn, watchdog, self._limits) from None
+        finally:
+            watchdog.stop()
+
+    def _fetch(self) -> tuple[list[tuple[Any, ...]], bool]:
+        """The next batch, FETCH by FETCH, each read whole (single-row mode: one row in the
+        driver at a time); done when a FETCH comes back short or the row cap is passed."""
+        rows: list[tuple[Any, ...]] = []
+        size = 0
+        while len(rows) < BATCH_ROWS and size < BATCH_BYTES:
+            want = min(self._step, self._left, BATCH_ROWS - len(rows))
+            fetched = self._conn.cursor().stream(f'FETCH FORWARD {want} FROM "{self._name}"')
+            got = 0
+            chunk_size = 0
+            for raw in fetched:
+                row = plain_row(raw)
+                rows.append(row)
+                chunk_size += _row_size(row)
+                got += 1
+            size += chunk_size
+            self._left -= got
+            if got < want or not self._left:
+                return rows, True
+            per_row = max(1, chunk_size // got)
+            self._step = max(1, min(BATCH_ROWS, (BATCH_BYTES - size) // per_row))
+        self._step = max(1, min(BATCH_ROWS, BATCH_BYTES * len(rows) // max(1, size)))
+        return rows, False
+
+
+def _row_size(row: tuple[Any, ...]) -> int:
+    """The size `SizeBudget` counts for a row (here, to size batches)."""
+    return SizeBudget.ROW_OVERHEAD + sum(map(value_size, row))
+
+
+def _timeout(limits: Limits) -> QueryTimeout:
+    return QueryTimeout(f"the query ran longer than {limits.timeout:g} s and was stopped")
 
 
 def _canceller(conn: Any) -> Any:

@@ -257,37 +257,52 @@ class Pipeline:
         """Generated neighbours for a case: its `neighbours` key, else the run's; none in Spider mode."""
         if self.spider_mode(case):
             return 0
+        return self._wanted(case)
+
+    def _wanted(self, case: Case) -> int:
         return case.neighbours if case.neighbours is not None else self.options.neighbours
+
+    def _beyond_plan(self, case: Case, engine: Engine) -> tuple[DatabaseFolder | None, int]:
+        """(the case's folder of databases, or None; how many neighbours to generate): what a case
+        is judged on besides its own database. Nothing for servers and CSV golds; a folder's other
+        files are used in Spider mode too (the official test-suite layout)."""
+        if self._wanted(case) <= 0 or not case.gold:
+            return None, 0
+        folder = self._folder(case)
+        if folder is not None:
+            return folder, 0
+        generated = getattr(engine, "path", None) is not None and engine.dialect in (EngineKind.SQLITE.value, EngineKind.DUCKDB.value)
+        return None, self.neighbour_count(case) if generated else 0
 
     def other_databases(self, case: Case, engine: Engine) -> tuple[OtherDatabase, ...]:
         """The databases a case is judged on besides its own: a folder's other files, else
-        generated neighbours of its SQLite or DuckDB file (none for servers and CSV golds)."""
-        count = case.neighbours if case.neighbours is not None else self.options.neighbours
-        if count <= 0 or not case.gold:
-            return ()
-        folder = self._folder(case)
+        generated neighbours of its SQLite or DuckDB file."""
+        folder, count = self._beyond_plan(case, engine)
         if folder is not None:
             return tuple(OtherDatabase(p, on_neighbours.kind_of_file(p), p.name) for p in folder.others)
-        count = self.neighbour_count(case)
-        source = getattr(engine, "path", None)
-        if count <= 0 or source is None or engine.dialect not in (EngineKind.SQLITE.value, EngineKind.DUCKDB.value):
+        if count <= 0:
             return ()
         neighbours = self.neighbour_cache().neighbours_for(
-            Path(source), case.gold, count, dialect=case.written_in, kind=engine.dialect)
+            Path(engine.path), case.gold, count, dialect=case.written_in, kind=engine.dialect)  # type: ignore[attr-defined]
         return tuple(
             OtherDatabase(n.path, EngineKind(engine.dialect), f"neighbour {n.index + 1} of {len(neighbours)} ({n.note})")
             for n in neighbours
         )
 
     def _check_beyond(self, case: Case, predicted: str, engine: Engine) -> NeighbourCheck | None:
-        """A prediction that passed on the case's database, judged on its other databases."""
+        """A prediction that passed on the case's database, judged on its other databases. The
+        gold's own text is not run again: it matches wherever the gold runs (nothing to generate)."""
+        folder, count = self._beyond_plan(case, engine)
+        if folder is None and count <= 0:
+            return None
+        if on_neighbours.same_query(predicted, case.gold, case.written_in):
+            return NeighbourCheck(0, 0)
         databases = self.other_databases(case, engine)
         if not databases:
             return None
         rules = JudgingRules(case.gold, case.written_in, case.order, case.compare or {}, self.spider_mode(case))
-        generated = self._folder(case) is None
         shrink = None
-        if generated:
+        if folder is None:
             from pytest_nl2sql.neighbours import shrink_counterexample as shrink
         return on_neighbours.check(predicted, databases, rules, self.options.limits, self._open_other, shrink=shrink)
 

@@ -17,6 +17,7 @@ no nondeterministic key. Anything else gets no plan (`None`), and the gold is co
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,8 +111,11 @@ class GoldShape:
     unordered_limit: int | None = None
 
 
+@functools.lru_cache(maxsize=4096)
 def shape(sql: str, dialect: str | None, max_rows: int) -> GoldShape:
-    """The gold's `GoldShape`; an empty one when the SQL cannot be read or the rewrite is unsafe."""
+    """The gold's `GoldShape`; an empty one when the SQL cannot be read or the rewrite is unsafe.
+    Kept per gold text (a pure function of its arguments, with a frozen result): a case's gold runs
+    on its own database and again on each of its neighbour databases."""
     lowered = sql.lower()
     if "order" not in lowered and "limit" not in lowered:
         return GoldShape()  # most golds: nothing to parse

@@ -66,15 +66,22 @@ def _at_computed(connection: Any, rows: Rows, computed: list[tuple[tuple[str, st
                  repairer: Repairer, kind: str) -> tuple[Any, Rows]:
     """Rows at the values the gold's subqueries compute on this candidate (`x > (SELECT avg(x) ...)`
     has no literal to put rows next to), and the candidate written again with them."""
-    added = rows
-    for ref, sql in computed:
-        outcome = run_query(connection, sql, kind)
-        if outcome is not None and len(outcome.rows) == 1 and len(outcome.rows[0]) == 1 and outcome.rows[0][0] is not None:
-            added = builder.at_computed(added, ref, outcome.rows[0][0])
-    if added is rows:
-        return connection, rows
-    connection.close()
-    return create_database(builder.schema, repairer.repair(added), ":memory:", repairer)
+    for _ in range(2):  # again if the added rows moved the value (floating point, a join)
+        added = rows
+        for ref, sql in computed:
+            outcome = run_query(connection, sql, kind)
+            if outcome is None or len(outcome.rows) != 1 or len(outcome.rows[0]) != 1 or outcome.rows[0][0] is None:
+                continue
+            value = outcome.rows[0][0]
+            table = builder.schema.table(ref[0])
+            if table is not None and any(row[table.position(ref[1])] == value for row in rows.get(table.name, [])):
+                continue  # a row sits on it already
+            added = builder.at_computed(added, ref, value)
+        if added is rows:
+            break
+        connection.close()
+        connection, rows = create_database(builder.schema, repairer.repair(added), ":memory:", repairer)
+    return connection, rows
 
 
 def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect: str, kind: str, seed: bytes) -> list[Built]:

@@ -50,7 +50,8 @@ FLAVOURS = (
 )
 
 OTHER_TABLE_ROWS = 3  # rows of tables the gold does not read
-HINT_ROWS_CAP = 18  # synthetic rows per table for the gold's literals
+HINT_ROWS_CAP = 18
+MAX_GROUP_BOUND = 12  # HAVING count(...) > n: groups of n-1, n and n+1 joined rows up to this n  # synthetic rows per table for the gold's literals
 
 
 def topological(schema: Schema, links: dict[str, list[ForeignKey]] | None = None) -> list[Table]:
@@ -136,6 +137,8 @@ class CandidateBuilder:
             self.boundary[table.name] = made
         if self.flavour.chains:
             self._chains(rows)
+        if self.flavour.groups:
+            self._spread(rows)
         if self.flavour.nulls:
             self._nulls(rows)
         return rows
@@ -159,22 +162,75 @@ class CandidateBuilder:
         focuses += [(None, None), (None, None)]
         for focus, value in focuses:
             seed = self.rng.random()
-            for _ in range(2 if self.flavour.duplicates and self.rng.random() < 0.5 else 1):
-                self._chain(rows, tables, focus, value, random.Random(seed))  # a copy: same values, new keys
+            self._chain(rows, tables, focus, value, random.Random(seed))
+            roll = self.rng.random()
+            if self.flavour.duplicates and roll < 0.4:  # a copy: the same values, keys of its own (DISTINCT)
+                self._chain(rows, tables, focus, value, random.Random(seed))
+            elif self.flavour.duplicates and roll < 0.8:  # the same values but for another literal's (INTERSECT, groups)
+                other, other_value = self.rng.choice(focuses)
+                self._chain(rows, tables, other, other_value, random.Random(seed))
+        if self.flavour.duplicates:  # groups just under, at and over a HAVING count's bound
+            for bound in self.facts.counts:
+                if 0 < bound <= MAX_GROUP_BOUND:
+                    for size in (bound - 1, bound, bound + 1):
+                        seed = self.rng.random()
+                        for _ in range(size):  # texts tagged per group, so that groups stay apart
+                            self._chain(rows, tables, None, None, random.Random(seed), tagged=True)
 
-    def _chain(self, rows: Rows, tables: list[Table], focus: Hint | None, value: Any, rng: random.Random) -> None:
+    def _spread(self, rows: Rows) -> None:
+        """Other values in the columns the gold aggregates or orders by, in some rows: a column
+        that holds one value throughout the source (MAX = MIN, every row tied) hides mistakes."""
+        for table_name, column_name in dict.fromkeys(self.facts.aggregated + self.facts.ordered):
+            table = self.schema.table(table_name)
+            column = table.column(column_name) if table is not None else None
+            if table is None or column is None or column.value_class not in (INT, REAL, TEXT):
+                continue
+            fixed = {c for fk in self.links[table.name] for c in fk.columns} | {c for key in table.uniques for c in key} \
+                | {hint.column[1] for hint in self._hints_of(table)}
+            if column.name in fixed:
+                continue
+            position = table.position(column.name)
+            changed = []
+            for row in rows[table.name]:
+                value = row[position]
+                if value is not None and self.rng.random() < 0.35:
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        value = value + self.rng.choice((-2, -1, 1, 3))
+                    elif isinstance(value, str):
+                        value = value + self.rng.choice(("a", "z"))
+                    row = tuple(_stored_or_none(value, column, self.schema.kind) if i == position else v for i, v in enumerate(row))
+                changed.append(row)
+            rows[table.name] = changed
+
+    def at_computed(self, rows: Rows, column_ref: tuple[str, str], value: Any) -> Rows:
+        """`rows` plus joined rows whose column holds exactly `value`, the value a subquery of the
+        gold computes (an AVG, MAX or MIN stays about what it was), so that `>` and `>=` against
+        it differ."""
+        tables = [t for t in (self.schema.table(name) for name in self.facts.tables) if t is not None]
+        table = self.schema.table(column_ref[0])
+        if table is None or table.column(column_ref[1]) is None or table not in tables:
+            return rows
+        rows = {name: list(table_rows) for name, table_rows in rows.items()}
+        self._chain(rows, tables, Hint(column_ref, "=", value), value, random.Random(self.rng.random()))
+        return rows
+
+    def _chain(self, rows: Rows, tables: list[Table], focus: Hint | None, value: Any, rng: random.Random,
+               tagged: bool | None = None) -> None:
         made: dict[str, list[Any]] = {}
         for table in tables:
             row = list(rng.choice(rows[table.name])) if rows[table.name] else self._synthetic(table, rng)
             hinted = set()
-            for hint in self._hints_of(table):
+            hints = self._hints_of(table) + ([focus] if focus is not None and focus not in self.facts.hints and focus.column[0] == table.name else [])
+            for hint in hints:
                 column = table.column(hint.column[1])
                 assert column is not None
                 hinted.add(column.name)
+                if focus is not None and hint != focus and hint.column == focus.column:
+                    continue  # the focus's own value wins over the column's other conditions
                 options = [value] if hint == focus else satisfying(hint, column.value_class)
                 if options:
-                    row[table.position(column.name)] = _stored_or_none(rng.choice(options), column, self.schema.kind)
-            if not self.flavour.duplicates:  # each chain's texts its own, so that each reaches the result apart
+                    row[table.position(column.name)] = _stored_or_none(self.rng.choice(options), column, self.schema.kind)
+            if (not self.flavour.duplicates) if tagged is None else tagged:  # texts of its own: each chain reaches the result apart
                 joined = {c for (t, c) in (e for pair in self.facts.joins for e in pair) if t == table.name}
                 tag = rng.randint(2, 99)
                 for position, column in enumerate(table.columns):
@@ -267,22 +323,6 @@ class CandidateBuilder:
             result.append(tuple(row))
         return result
 
-    def at_computed(self, rows: Rows, column_ref: tuple[str, str], value: Any) -> Rows:
-        """`rows` plus copies of the column's table rows holding exactly `value`, the value a
-        subquery of the gold computes (an AVG, MAX or MIN stays what it was with a row at it),
-        so that `>` and `>=` against it differ."""
-        table = self.schema.table(column_ref[0])
-        column = table.column(column_ref[1]) if table is not None else None
-        if table is None or column is None or not rows.get(table.name):
-            return rows
-        value = _stored_or_none(value, column, self.schema.kind)
-        if value is None:
-            return rows
-        good = [row for row in rows[table.name] if self._satisfies(table, row)] or rows[table.name]
-        position = table.position(column.name)
-        made = [tuple(value if i == position else v for i, v in enumerate(self.rng.choice(good))) for _ in range(2)]
-        return {**rows, table.name: rows[table.name] + self._rekeyed(table, rows[table.name], made)}
-
     def _hints_of(self, table: Table) -> list[Hint]:
         return [hint for hint in self.facts.hints if hint.column[0] == table.name]
 
@@ -325,9 +365,9 @@ class CandidateBuilder:
         row: list[Any] = []
         for column in table.columns:
             if column.value_class == INT:
-                value: Any = rng.randint(1, 4) * 10
+                value: Any = rng.randint(1, 8) * 10
             elif column.value_class == REAL:
-                value = rng.randint(1, 4) * 2.5
+                value = rng.randint(1, 8) * 2.5
             elif column.value_class in (TEXT, OTHER):
                 value = f"{column.name} {rng.randint(1, 4)}"
             elif column.value_class in (DATE, TIMESTAMP):

@@ -37,7 +37,8 @@ class GoldFacts:
     aggregated: tuple[ColumnRef, ...]
     mentioned: tuple[ColumnRef, ...]  # every column the gold names
     limits: tuple[int, ...]
-    computed: tuple[tuple[ColumnRef, str, str], ...] = ()  # column op (SELECT one value ...): (column, op, the subquery's SQL)
+    computed: tuple[tuple[ColumnRef, str, str], ...] = ()
+    counts: tuple[int, ...] = ()  # n of count(...) compared with n (a HAVING's bound)  # column op (SELECT one value ...): (column, op, the subquery's SQL)
 
 
 def parse_gold(sql: str, dialect: str) -> exp.Expression | None:
@@ -106,13 +107,14 @@ class _Collector:
         self.mentioned: list[ColumnRef] = []
         self.limits: list[int] = []
         self.computed: list[tuple[ColumnRef, str, str]] = []
+        self.counts: list[int] = []
 
     def facts(self) -> GoldFacts:
         return GoldFacts(
             tuple(self.tables), tuple(dict.fromkeys(self.hints)), tuple(dict.fromkeys(self.joins)),
             tuple(dict.fromkeys(self.grouped)), tuple(dict.fromkeys(self.ordered)),
             tuple(dict.fromkeys(self.aggregated)), tuple(dict.fromkeys(self.mentioned)), tuple(self.limits),
-            tuple(dict.fromkeys(self.computed)),
+            tuple(dict.fromkeys(self.computed)), tuple(dict.fromkeys(self.counts)),
         )
 
     def visit(self, tree: exp.Expression) -> None:
@@ -156,6 +158,10 @@ class _Collector:
         for op_type, op in _OPS.items():
             for node in tree.find_all(op_type):
                 left, right = node.this, node.expression
+                for counted, other in ((left, right), (right, left)):
+                    bound = _literal_value(other)
+                    if isinstance(counted, exp.Count) and isinstance(bound, int) and not isinstance(bound, bool):
+                        self.counts.append(bound)
                 left_refs, right_refs = resolve(left), resolve(right)
                 if left_refs and right_refs and op == "=":
                     for a in left_refs:
