@@ -87,3 +87,18 @@ def test_db_id_suite_runs_on_the_dsn_without_local_files(pytester: pytest.Pytest
     result = pytester.runpytest(f"--nl2sql-dsn={postgres_url}", "--nl2sql-report=json:r.json")
     result.assert_outcomes(passed=1)
     assert read_report(pytester.path / "r.json")["items"][0]["database"] == "shop"
+
+
+def test_the_model_writes_for_the_dsn_s_engine_and_sees_its_keys(pytester: pytest.Pytester, postgres_url: str) -> None:
+    """Under --nl2sql-dsn the hook is asked for PostgreSQL (its SQL runs as written: `::` casts,
+    `ILIKE`), with the server's DDL and its keys; the suite's SQLite gold is still translated."""
+    write_suite(pytester.path, [{"id": "a", "db_id": "shop", "gold": "SELECT name FROM item WHERE name LIKE 'p%'"}])
+    pytester.makeconftest(
+        "seen = []\n"
+        "def pytest_nl2sql_predict(case):\n"
+        "    seen.append((case.dialect, 'PRIMARY KEY' in case.schema))\n"
+        "    assert seen[-1] == ('postgres', True), seen\n"
+        "    return \"SELECT name::text FROM item WHERE name ILIKE 'p%'\"\n"
+    )
+    result = pytester.runpytest(f"--nl2sql-dsn={postgres_url}")
+    result.assert_outcomes(passed=1)

@@ -99,10 +99,11 @@ class JudgingRules:
     """How the case is judged (the same on every database)."""
 
     golds: tuple[str, ...]
-    dialect: str | None
+    dialect: str | None  # of the golds
     order: str
     compare: Mapping[str, Any] = field(default_factory=dict)
     spider_compat: bool = False
+    predicted_dialect: str | None = None  # of the prediction, when not the golds' (a hook writes for the engine)
 
 
 def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRules, limits: Limits,
@@ -137,7 +138,7 @@ def _judge_on(predicted: str, database: OtherDatabase, rules: JudgingRules, limi
     try:
         gold = run_gold(rules.golds, engine, limits, dialect=rules.dialect, order=rules.order,
                         spider_compat=rules.spider_compat, compare=rules.compare)
-        return gold, judge(predicted, gold, engine, limits, dialect=rules.dialect, compare=rules.compare,
+        return gold, judge(predicted, gold, engine, limits, dialect=rules.predicted_dialect or rules.dialect, compare=rules.compare,
                            spider_compat=rules.spider_compat)
     except (GoldError, EngineError):
         return None

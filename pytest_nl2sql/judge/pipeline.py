@@ -181,7 +181,9 @@ class Pipeline:
 
     def _predict_sql(self, case: Case, label: CaseLabel, engine: Engine | None) -> PredictionOutcome:
         schema = self.schema_ddl(engine) if engine is not None else ""
-        request = PredictionRequest.for_case(case, schema=schema, engine=engine, dialect=case.written_in)
+        # the predictor writes for the database the case runs on (its schema is that database's)
+        dialect = engine.dialect if engine is not None else case.written_in
+        request = PredictionRequest.for_case(case, schema=schema, engine=engine, dialect=dialect)
         return self.predictor.predict(case, request, _file_names(case, label))
 
     def invalid(self, entry: InvalidCase, label: CaseLabel) -> CaseOutcome:
@@ -224,11 +226,13 @@ class Pipeline:
             return CaseOutcome(result, explain.gold_error_text(case, label.file, reason or str(e)))
         result_file = prediction.value if isinstance(prediction.value, PredictedResult) else None
         predicted_sql = None if result_file else (prediction.value if isinstance(prediction.value, str) else _plain(prediction.value))
-        beyond = self._check_beyond(case, predicted_sql, engine) if judgement.verdict is Verdict.PASS and predicted_sql else None
+        beyond = (self._check_beyond(case, predicted_sql, prediction.dialect or case.written_in, engine)
+                  if judgement.verdict is Verdict.PASS and predicted_sql else None)
         failure = beyond.failure if beyond is not None else None
         if failure is not None:
             judgement = dataclasses.replace(judgement, verdict=Verdict.MISMATCH, reason=Reason.NEIGHBOUR.value)
-        exact = self._exact_match(case, predicted_sql) if judgement.verdict is not Verdict.PREDICTOR_ERROR else None
+        in_sqlite = (prediction.dialect or case.written_in) == EngineKind.SQLITE.value  # Spider's parser reads SQLite SQL
+        exact = self._exact_match(case, predicted_sql) if judgement.verdict is not Verdict.PREDICTOR_ERROR and in_sqlite else None
         soft, near = self._soft_scores(case, judgement, gold), self._near_miss(case, judgement, gold)
         efficiency = self._efficiency(case, judgement, gold, engine) if judgement.verdict is Verdict.PASS else None
         result = self._result(
@@ -289,18 +293,18 @@ class Pipeline:
             for n in neighbours
         )
 
-    def _check_beyond(self, case: Case, predicted: str, engine: Engine) -> NeighbourCheck | None:
+    def _check_beyond(self, case: Case, predicted: str, predicted_in: str, engine: Engine) -> NeighbourCheck | None:
         """A prediction that passed on the case's database, judged on its other databases. The
         gold's own text is not run again: it matches wherever the gold runs (nothing to generate)."""
         folder, count = self._beyond_plan(case, engine)
         if folder is None and count <= 0:
             return None
-        if on_neighbours.same_query(predicted, case.gold, case.written_in):
+        if predicted_in == case.written_in and on_neighbours.same_query(predicted, case.gold, case.written_in):
             return NeighbourCheck(0, 0)
         databases = self.other_databases(case, engine)
         if not databases:
             return None
-        rules = JudgingRules(case.gold, case.written_in, case.order, case.compare or {}, self.spider_mode(case))
+        rules = JudgingRules(case.gold, case.written_in, case.order, case.compare or {}, self.spider_mode(case), predicted_in)
         shrink = None
         if folder is None:
             from pytest_nl2sql.neighbours import shrink_counterexample as shrink
@@ -366,7 +370,7 @@ class Pipeline:
         if prediction.value is None or not prediction.value.strip():
             return Judgement(Verdict.NO_PREDICTION, self._no_prediction_reason(case))
         return judge(
-            prediction.value, gold, engine, self.options.limits, dialect=case.written_in,
+            prediction.value, gold, engine, self.options.limits, dialect=prediction.dialect or case.written_in,
             compare=case.compare, spider_compat=self.spider_mode(case), fingerprint=self.options.fingerprints,
         )
 

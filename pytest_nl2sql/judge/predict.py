@@ -8,7 +8,6 @@ that would give the answer away.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import inspect
 import os
@@ -77,6 +76,7 @@ class PredictionOutcome:
     stale: bool = False  # a recorded prediction whose question or schema has changed
     key: str | None = None
     hook_silent: bool = False  # the hook answered nothing (recorded, so a replay does not ask again)
+    dialect: str | None = None  # the hook's answers (live or replayed) are in the request's dialect; None: the case's
 
     def report_fields(self) -> dict[str, Any]:
         """What a case result keeps of its prediction's provenance (`--nl2sql-record` reads it)."""
@@ -112,8 +112,8 @@ class Predictor:
         stored = self.store.lookup(case.id, case.position, file_names) if self.store else None
         key = request.key
         replay = stored is not None and stored.key is not None and stored.key == key
-        if replay and not stored.no_answer:
-            return PredictionOutcome(stored.value, PredictionSource.FILE, error=stored.error)
+        if replay and not stored.no_answer:  # the hook's own answer to this very request, recorded
+            return PredictionOutcome(stored.value, PredictionSource.FILE, error=stored.error, dialect=request.dialect)
         silent = replay  # recorded: the hook answered nothing to this very request; it is not asked again
         if self.hook is not None and not replay:
             outcome = self.ask(request)
@@ -141,13 +141,16 @@ class Predictor:
         try:
             value = self.hook(request)
             if inspect.isawaitable(value):  # an `async def` hook: awaited here (in a worker thread
-                value = asyncio.run(_awaited(value))  # with --nl2sql-concurrency, so N run at once)
+                import asyncio  # with --nl2sql-concurrency, so N run at once); imported only then (30 ms)
+
+                value = asyncio.run(_awaited(value))
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as e:  # noqa: BLE001 - pytest.fail() in a hook is an OutcomeException
             return PredictionOutcome(None, PredictionSource.HOOK, time.perf_counter() - started, error=_one_line(e),
                                      traceback=_user_traceback(e), key=request.key)
-        return PredictionOutcome(value, PredictionSource.HOOK, time.perf_counter() - started, key=request.key)
+        return PredictionOutcome(value, PredictionSource.HOOK, time.perf_counter() - started, key=request.key,
+                                 dialect=request.dialect)
 
 
 async def _awaited(awaitable: Any) -> Any:
