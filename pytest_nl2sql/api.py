@@ -16,6 +16,7 @@ from pytest_nl2sql.cases.read import InvalidCase, load_case_file
 from pytest_nl2sql.engines import DatabaseMissing, open_engine, probe
 from pytest_nl2sql.engines.base import EngineError, Limits, text_errors_for
 from pytest_nl2sql.gate.baseline import load_baseline
+from pytest_nl2sql.gate.run import engine_label
 from pytest_nl2sql.judge.execute import GoldError, judge, run_gold
 from pytest_nl2sql.judge.pipeline import DEFAULT_NEIGHBOURS, CaseLabel, Pipeline, RunOptions, relative_name
 from pytest_nl2sql.metrics.soft import synonyms_from
@@ -152,5 +153,7 @@ def evaluate_suite(
             results.append(outcome.result)
     finally:
         pipeline.close()
-    return build_report(results, summarize(results))
+    summary = summarize(results)
+    summary["engine"] = engine_label(dsn)  # as a pytest run's summary names it
+    return build_report(results, summary)
 

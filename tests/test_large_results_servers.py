@@ -40,7 +40,7 @@ class Server:
     module: Any  # the engine's module (to switch its token check off)
     count: Any  # () -> rows of `big`, as the admin sees them
     sessions: Any  # () -> [(state, query)] of the read-only login's sessions
-    sleep: str  # SQL of a per-row delay of 10 ms, true-ish and never NULL
+    sleep: str  # a condition that sleeps 10 ms for each row it is evaluated on, and holds
 
 
 @pytest.fixture(scope="module")

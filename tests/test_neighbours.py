@@ -99,10 +99,10 @@ def _workshop(path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("gold", "wrong"), [
-    ("SELECT t.name FROM assignment AS a JOIN machine AS m ON a.machine_id = m.machine_id JOIN tech AS t"
-     " ON a.tech_id = t.tech_id WHERE m.points > 70",
-     "SELECT t.name FROM assignment AS a JOIN machine AS m ON a.machine_id = m.machine_id JOIN tech AS t"
-     " ON a.tech_id = t.tech_id WHERE m.points >= 70"),
+    (("SELECT t.name FROM assignment AS a JOIN machine AS m ON a.machine_id = m.machine_id JOIN tech AS t"
+      " ON a.tech_id = t.tech_id WHERE m.points > 70"),
+     ("SELECT t.name FROM assignment AS a JOIN machine AS m ON a.machine_id = m.machine_id JOIN tech AS t"
+      " ON a.tech_id = t.tech_id WHERE m.points >= 70")),
     ("SELECT machine_id FROM machine WHERE price > (SELECT avg(price) FROM machine)",
      "SELECT machine_id FROM machine WHERE price >= (SELECT avg(price) FROM machine)"),
     ("SELECT paper_id FROM paper WHERE year = (SELECT max(year) FROM paper)",

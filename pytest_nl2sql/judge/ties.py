@@ -111,11 +111,15 @@ class GoldShape:
     unordered_limit: int | None = None
 
 
-@functools.lru_cache(maxsize=4096)
 def shape(sql: str, dialect: str | None, max_rows: int) -> GoldShape:
-    """The gold's `GoldShape`; an empty one when the SQL cannot be read or the rewrite is unsafe.
-    Kept per gold text (a pure function of its arguments, with a frozen result): a case's gold runs
-    on its own database and again on each of its neighbour databases."""
+    """The gold's `GoldShape`; an empty one when the SQL cannot be read or the rewrite is unsafe."""
+    return _shape(sql, dialect, max_rows, EXTENSION)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape(sql: str, dialect: str | None, max_rows: int, extension: int) -> GoldShape:
+    """`shape`, kept per gold text (a pure function of its arguments, with a frozen result): a
+    case's gold runs on its own database and again on each of its neighbour databases."""
     lowered = sql.lower()
     if "order" not in lowered and "limit" not in lowered:
         return GoldShape()  # most golds: nothing to parse

@@ -20,7 +20,7 @@ from pathlib import Path
 from pytest_nl2sql.neighbours.cache import Neighbour, NeighbourCache as _Cache
 from pytest_nl2sql.neighbours.shrink import Counterexample, shrink_counterexample
 
-GENERATOR_VERSION = "7"
+GENERATOR_VERSION = "9"
 
 
 class NeighbourCache(_Cache):

@@ -38,15 +38,15 @@ class Flavour:
     chains: bool = False  # one joined row in every table the gold reads per boundary value
 
 
-FLAVOURS = (
+FLAVOURS = (  # the joined-rows flavours first: a pool of ten holds two of each
+    Flavour("a joined row through every table the gold reads per boundary value", (1, 4), chains=True),
+    Flavour("joined rows per boundary value, some twice, duplicated values", (2, 5), chains=True, duplicates=True),
     Flavour("boundary values of the gold's literals", (6, 10)),
     Flavour("boundary values, duplicated rows and values, several rows per group", (6, 10), duplicates=True, groups=True),
     Flavour("boundary values, NULLs where allowed, duplicated rows", (5, 9), duplicates=True, nulls=True),
     Flavour("nearly empty tables with boundary values", (0, 2), sparse=True),
     Flavour("sampled rows only, duplicated values", (10, 16), hints=False, duplicates=True, groups=True),
     Flavour("boundary values, several rows per group, NULLs", (4, 8), groups=True, nulls=True),
-    Flavour("a joined row through every table the gold reads per boundary value", (1, 4), chains=True),
-    Flavour("joined rows per boundary value, some twice, duplicated values", (2, 5), chains=True, duplicates=True),
 )
 
 OTHER_TABLE_ROWS = 3  # rows of tables the gold does not read
@@ -139,6 +139,7 @@ class CandidateBuilder:
             self._chains(rows)
         if self.flavour.groups:
             self._spread(rows)
+        self._empty_parents(rows, order)
         if self.flavour.nulls:
             self._nulls(rows)
         return rows
@@ -162,7 +163,11 @@ class CandidateBuilder:
         focuses += [(None, None), (None, None)]
         for focus, value in focuses:
             seed = self.rng.random()
-            self._chain(rows, tables, focus, value, random.Random(seed))
+            fanout = 1
+            if self.flavour.duplicates:  # groups of several (ORDER BY count(*)); the biggest on a range's own literal
+                on_bound = focus is not None and focus.op in ("<", "<=", ">", ">=") and value == focus.value
+                fanout = 7 if on_bound else self.rng.choice((1, 2))
+            self._chain(rows, tables, focus, value, random.Random(seed), fanout=fanout)
             roll = self.rng.random()
             if self.flavour.duplicates and roll < 0.4:  # a copy: the same values, keys of its own (DISTINCT)
                 self._chain(rows, tables, focus, value, random.Random(seed))
@@ -176,6 +181,29 @@ class CandidateBuilder:
                         seed = self.rng.random()
                         for _ in range(size):  # texts tagged per group, so that groups stay apart
                             self._chain(rows, tables, None, None, random.Random(seed), tagged=True)
+                        self._chain(rows, tables, None, None, random.Random(seed + 1), tagged=True, fanout=size)
+
+    def _empty_parents(self, rows: Rows, order: list[Table]) -> None:
+        """Rows for a parent table left empty (the source's own data may break its foreign keys:
+        films pointing at a language table shipped empty), so that the repair does not drop
+        every child along a NOT NULL foreign key (children first, so grandparents follow)."""
+        for table in reversed(order):
+            for fk in table.foreign_keys:
+                found = parent_columns(self.schema, fk)
+                if found is None or found[0] is table or rows[found[0].name] or not rows[table.name]:
+                    continue
+                parent, referenced = found
+                positions = [table.position(c) for c in fk.columns]
+                wanted = list(dict.fromkeys(tuple(row[p] for p in positions) for row in rows[table.name]
+                                            if all(row[p] is not None for p in positions)))[:4]
+                made = []
+                for values in wanted:
+                    row = self._synthetic(parent, self.rng)
+                    for column, value in zip(referenced, values):
+                        position = parent.position(column)
+                        row[position] = _stored_or_none(value, parent.columns[position], self.schema.kind)
+                    made.append(tuple(row))
+                rows[parent.name] = self._rekeyed(parent, [], made)
 
     def _spread(self, rows: Rows) -> None:
         """Other values in the columns the gold aggregates or orders by, in some rows: a column
@@ -215,7 +243,9 @@ class CandidateBuilder:
         return rows
 
     def _chain(self, rows: Rows, tables: list[Table], focus: Hint | None, value: Any, rng: random.Random,
-               tagged: bool | None = None) -> None:
+               tagged: bool | None = None, fanout: int = 1) -> None:
+        """One joined row per table; `fanout` rows of the tables no other table of the chain points
+        at (the many side: one parent with several children makes a group of that size)."""
         made: dict[str, list[Any]] = {}
         for table in tables:
             row = list(rng.choice(rows[table.name])) if rows[table.name] else self._synthetic(table, rng)
@@ -237,9 +267,10 @@ class CandidateBuilder:
                     if column.value_class == TEXT and isinstance(row[position], str) and column.name not in hinted | joined:
                         row[position] = f"{row[position]} {tag}"
             for key in table.uniques:
-                for name in key:
-                    if name in hinted:
-                        continue
+                free = [name for name in key if name not in hinted]
+                if len(free) > 1:  # a composite key: one column of its own is enough (copies share the rest)
+                    free = [rng.choice(free)]
+                for name in free:
                     position = table.position(name)
                     taken = {r[position] for r in rows[table.name]} | {row[position]}
                     self.fresh_counter += 1
@@ -263,6 +294,13 @@ class CandidateBuilder:
                 self._link(made, left_table, left_column, right_table, right_column)  # a cycle: best effort
         for table in tables:
             rows[table.name] = rows[table.name] + [tuple(made[table.name])]
+        if fanout > 1:
+            pointed_at = {fk.parent.lower() for table in tables for fk in self.links[table.name]
+                          if fk.parent.lower() != table.name.lower() and fk.parent in made}
+            for table in tables:
+                if table.name.lower() not in pointed_at:
+                    copies = [tuple(made[table.name])] * (fanout - 1)
+                    rows[table.name] = rows[table.name] + self._rekeyed(table, rows[table.name], copies)
         for table in tables:  # parents outside the gold's tables, or the repair would re-point the chain
             for fk in table.foreign_keys:
                 found = parent_columns(self.schema, fk)

@@ -6,8 +6,8 @@ to those literals and several rows in those groups, because that is where wrong 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
