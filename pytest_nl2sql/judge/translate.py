@@ -118,6 +118,7 @@ class Fixer:
         sources = {id(scope): self._sources(scope) for scope in scopes}
         for scope in scopes:
             self._fix_columns(scope, sources)
+            self._fix_output_references(scope)
         if self.strict_group_by:
             for scope in scopes:
                 if isinstance(scope.expression, exp.Select) and scope.expression.args.get("group"):
@@ -177,6 +178,26 @@ class Fixer:
                 and name not in aliases
             ):
                 column.replace(exp.Literal.string(column.name))
+
+    def _fix_output_references(self, scope: Scope) -> None:
+        """`ORDER BY age` after `SELECT age`: sqlglot takes it for the output column, not a column of
+        a table, so `_fix_columns` never sees it; spell it as the output it names is now spelled
+        (PostgreSQL would look for `age` where the output is `"Age"`)."""
+        select = scope.expression
+        if not isinstance(select, exp.Select) or not select.args.get("order"):
+            return
+        outputs: dict[str, exp.Identifier] = {}
+        for projection in select.expressions:
+            name = projection.args["alias"].this if isinstance(projection, exp.Alias) else projection.this
+            if isinstance(projection, (exp.Alias, exp.Column)) and isinstance(name, exp.Identifier):
+                outputs.setdefault(name.name.lower(), name)
+        own = {id(column) for column in _own_columns(scope)}
+        for column in select.args["order"].find_all(exp.Column):
+            spelled = outputs.get(column.name.lower())
+            if column.table or id(column) in own or spelled is None or column.this is spelled:
+                continue
+            column.this.set("this", spelled.name)
+            column.this.set("quoted", spelled.quoted)
 
     def _fix_qualified(self, column: exp.Column, source: Source) -> None:
         if source.alias is not None:
