@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import SHOP_SQL
+from servers import Scratch, mariadb_database, postgres_schema
+
 SPIDER = Path(__file__).resolve().parents[2] / "shared" / "data" / "spider"
 
 
@@ -26,3 +29,17 @@ def shared_neighbour_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NL2SQL_CACHE_DIR", str(tmp_path_factory.mktemp("nl2sql-cache")))
         yield
+
+
+@pytest.fixture
+def postgres_shop() -> Iterator[Scratch]:
+    """The shop tables of `helpers.SHOP_SQL` in a throwaway PostgreSQL schema."""
+    with postgres_schema("nl2sql", SHOP_SQL) as scratch:
+        yield scratch
+
+
+@pytest.fixture
+def mariadb_shop() -> Iterator[Scratch]:
+    """The shop tables of `helpers.SHOP_SQL` in a throwaway MariaDB database."""
+    with mariadb_database("nl2sql", SHOP_SQL) as scratch:
+        yield scratch

@@ -43,13 +43,17 @@ INSERT INTO sale VALUES (1, 3), (1, 2), (2, 1), (5, 4);
 """
 
 
-def make_shop(directory: Path, name: str = "shop.sqlite") -> Path:
-    path = directory / name
+def make_db(path: Path, sql: str) -> Path:
+    """A SQLite file holding what `sql` makes."""
     con = sqlite3.connect(path)
-    con.executescript(SHOP_SQL)
+    con.executescript(sql)
     con.commit()
     con.close()
     return path
+
+
+def make_shop(directory: Path, name: str = "shop.sqlite") -> Path:
+    return make_db(directory / name, SHOP_SQL)
 
 
 def write_suite(directory: Path, cases: list[dict[str, Any]], name: str = "shop.nl2sql.yaml", **defaults: Any) -> Path:

@@ -10,16 +10,16 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import make_shop, read_report, write_suite
+from helpers import make_db, make_shop, read_report, write_suite
 from pytest_nl2sql.cli import main
 from pytest_nl2sql.copydb import CopyError, copy_database
+from servers import mariadb_database_url, postgres_database_url
 
 # Spider-like mess: loose declared types, a column name with a space, a date stored as text, a
 # column mixing numbers and text, integers stored as text joined to an integer key, a FK to a
@@ -49,14 +49,6 @@ INSERT INTO dept VALUES (1, 'Sales'), (2, 'R&D');
 INSERT INTO emp VALUES (1, 'Ann', 'A', 1, NULL, 1000.5, x'00ff'), (2, 'Bo''b', NULL, 2, 1, 2000, NULL),
                        (3, 'Émile', 'É', NULL, 1, NULL, x'');
 """
-
-
-def make_db(path: Path, sql: str) -> Path:
-    con = sqlite3.connect(path)
-    con.executescript(sql)
-    con.commit()
-    con.close()
-    return path
 
 
 def rows(path: Path, table: str) -> list[tuple[Any, ...]]:
@@ -200,33 +192,14 @@ def test_console_script_and_python_dash_m(command: list[str], clean: Path, tmp_p
 
 @pytest.fixture
 def postgres_db() -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed")
-    try:
-        admin = psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True, connect_timeout=3)
-    except psycopg.Error as error:
-        pytest.skip(f"no PostgreSQL at 127.0.0.1:5432 database test: {error}")
-    name = f"nl2sql_copy_{uuid.uuid4().hex[:10]}"
-    try:
-        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+    with postgres_database_url("nl2sql_copy") as url:
+        yield url
 
 
 @pytest.fixture
 def mariadb_db() -> Iterator[str]:
-    pymysql = pytest.importorskip("pymysql", reason="PyMySQL is not installed")
-    try:
-        admin = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True, connect_timeout=3)
-    except pymysql.Error as error:
-        pytest.skip(f"no MariaDB at 127.0.0.1:3306: {error}")
-    name = f"nl2sql_copy_{uuid.uuid4().hex[:10]}"
-    try:
-        yield f"mysql://root@127.0.0.1:3306/{name}"
-    finally:
-        with admin.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        admin.close()
+    with mariadb_database_url("nl2sql_copy") as url:
+        yield url
 
 
 @pytest.mark.services

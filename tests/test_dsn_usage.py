@@ -8,20 +8,19 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import SHOP_SQL, make_shop, read_report, write_suite
+from helpers import make_shop, read_report, write_suite
 from pytest_nl2sql.api import evaluate_suite
 from pytest_nl2sql.cases.read import Case
 from pytest_nl2sql.engines import open_engine
 from pytest_nl2sql.gate.run import engine_label
 from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline
 from pytest_nl2sql.vocab import Verdict
+from servers import PG_HOST, Scratch
 
 SECRET = "hunter2-secret"
 CASES = [{"id": "a", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) FROM item"},
@@ -102,25 +101,12 @@ def test_engine_label_masks_the_password_and_names_the_engine() -> None:
 
 
 @pytest.fixture
-def postgres_url() -> Iterator[tuple[str, Any, str]]:
-    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed")
-    try:
-        admin = psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True, connect_timeout=3)
-    except psycopg.Error as error:
-        pytest.skip(f"no PostgreSQL at 127.0.0.1:5432 database test: {error}")
-    schema = f"nl2sql_{uuid.uuid4().hex[:10]}"
-    admin.execute(f'CREATE SCHEMA "{schema}"')
-    admin.execute(f'SET search_path = "{schema}"')
-    for statement in SHOP_SQL.split(";"):
-        if statement.strip():
-            admin.execute(statement)
-    try:
-        # trust auth ignores the password: it is there to be masked
-        yield (f"postgresql://postgres:{SECRET}@127.0.0.1:5432/test?options=-csearch_path%3D{schema}"
-               f"&application_name={schema}"), admin, schema
-    finally:
-        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-        admin.close()
+def postgres_url(postgres_shop: Scratch) -> tuple[str, Any, str]:
+    """(URL of the shop schema, admin connection, the URL's application name)."""
+    schema = postgres_shop.name
+    # trust auth ignores the password: it is there to be masked
+    url = f"postgresql://{postgres_shop.user}:{SECRET}@{PG_HOST}/test?options=-csearch_path%3D{schema}&application_name={schema}"
+    return url, postgres_shop.admin, schema
 
 
 @pytest.mark.services

@@ -8,7 +8,6 @@ import sqlite3
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 sqlalchemy = pytest.importorskip("sqlalchemy", reason="SQLAlchemy is not installed")
 
 import pytest_nl2sql.engines.sqlalchemy as sqlalchemy_engine  # noqa: E402
+from helpers import make_db  # noqa: E402
 from pytest_nl2sql.engines import (  # noqa: E402
     DatabaseMissing,
     EngineKind,
@@ -30,6 +30,7 @@ from pytest_nl2sql.engines import (  # noqa: E402
 )
 from pytest_nl2sql.engines.base import ConnectionLost  # noqa: E402
 from pytest_nl2sql.engines.url import dialect_of, sqlglot_dialect  # noqa: E402
+from servers import postgres_schema  # noqa: E402
 
 LIMITS = Limits(timeout=0.5, max_rows=1_000, max_bytes=1_000_000)
 
@@ -52,11 +53,7 @@ def _no_token_check(*args: Any, **kwargs: Any) -> None:
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
-    path = tmp_path / "shop.db"
-    con = sqlite3.connect(path)
-    con.executescript(SCHEMA)
-    con.close()
-    return f"nl2sqltest:///{path}"
+    return f"nl2sqltest:///{make_db(tmp_path / 'shop.db', SCHEMA)}"
 
 
 @pytest.fixture
@@ -159,28 +156,11 @@ def test_query_errors_carry_the_database_message(sqlite_engine: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def pg_urls() -> Iterator[tuple[str, Any]]:
-    """(URL of a read-only login through the `nl2sqlpg` alias, admin connection)."""
-    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed")
-    try:
-        admin = psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True, connect_timeout=3)
-    except psycopg.Error as error:
-        pytest.skip(f"no PostgreSQL at 127.0.0.1:5432 database test: {error}")
-    schema = f"nl2sql_sa_{uuid.uuid4().hex[:10]}"
-    admin.execute(f'CREATE SCHEMA "{schema}"')
-    admin.execute(f'SET search_path = "{schema}"')
-    for statement in SCHEMA.split(";"):
-        if statement.strip():
-            admin.execute(statement)
-    try:
-        yield (
-            f"nl2sqlpg://postgres@127.0.0.1:5432/test?options=-csearch_path%3D{schema}&application_name={schema}",
-            admin,
-            schema,
-        )
-    finally:
-        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-        admin.close()
+def pg_urls() -> Iterator[tuple[str, Any, str]]:
+    """(URL of the schema through the `nl2sqlpg` alias, admin connection, the URL's application name)."""
+    with postgres_schema("nl2sql_sa", SCHEMA) as scratch:
+        url = scratch.url.replace("postgresql://", "nl2sqlpg://", 1)
+        yield f"{url}&application_name={scratch.name}", scratch.admin, scratch.name
 
 
 @pytest.fixture

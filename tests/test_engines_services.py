@@ -25,6 +25,7 @@ from pytest_nl2sql.engines import (
     open_engine,
 )
 from pytest_nl2sql.engines.duckdb import READ_ONLY_CONFIG
+from servers import PG_HOST, mariadb_admin, postgres_admin
 
 pytestmark = pytest.mark.services
 
@@ -60,17 +61,8 @@ COMMON_HOSTILE: list[tuple[str, type[EngineError]]] = [
 
 
 def _postgres(schema: str) -> Iterator[Database]:
-    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed")
-    last_error: Exception | None = None
-    for user in ("postgres", "root"):
-        base = f"postgresql://{user}@127.0.0.1:5432/test"
-        try:
-            admin = psycopg.connect(base, autocommit=True, connect_timeout=3)
-            break
-        except psycopg.Error as error:
-            last_error = error
-    else:
-        pytest.skip(f"no PostgreSQL server at 127.0.0.1:5432 database test: {last_error}")
+    admin, user = postgres_admin()
+    base = f"postgresql://{user}@{PG_HOST}/test"
     admin.execute(f'CREATE SCHEMA "{schema}"')
     admin.execute(
         f'CREATE TABLE "{schema}".t (x INTEGER PRIMARY KEY, s TEXT, d DATE, n NUMERIC(10, 2))'
@@ -113,14 +105,7 @@ def _postgres(schema: str) -> Iterator[Database]:
 
 
 def _mariadb(database: str) -> Iterator[Database]:
-    pymysql = pytest.importorskip("pymysql", reason="PyMySQL is not installed")
-    try:
-        admin = pymysql.connect(
-            host="127.0.0.1", port=3306, user="root", password="", database="test",
-            autocommit=True, connect_timeout=3,
-        )  # fmt: skip
-    except pymysql.Error as error:
-        pytest.skip(f"no MariaDB/MySQL server at 127.0.0.1:3306 database test: {error}")
+    admin = mariadb_admin("test")
 
     def run(sql: str) -> list[tuple]:
         with admin.cursor() as cursor:

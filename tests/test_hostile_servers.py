@@ -44,6 +44,7 @@ from pytest_nl2sql.engines.base import (
     executable_comment,
     value_size,
 )
+from servers import PG_HOST, mariadb_admin, postgres_admin
 
 LIMITS = Limits(timeout=5, max_rows=1_000, max_bytes=1_000_000)
 THREE = [(1,), (2,), (3,)]
@@ -77,23 +78,14 @@ class PgServer:
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PgServer]:
-    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed")
-    last_error: Exception | None = None
-    for user in ("postgres", "root"):
-        try:
-            server = psycopg.connect(
-                f"postgresql://{user}@127.0.0.1:5432/test", autocommit=True, connect_timeout=3
-            )
-            break
-        except psycopg.Error as error:
-            last_error = error
-    else:
-        pytest.skip(f"no PostgreSQL server at 127.0.0.1:5432 database test: {last_error}")
+    server, user = postgres_admin()
+    import psycopg
+
     suffix = uuid.uuid4().hex[:12]
     database, role = f"nl2sql_hostile_{suffix}", f"nl2sql_ro_{suffix}"
     server.execute(f'CREATE DATABASE "{database}"')
     admin = psycopg.connect(
-        f"postgresql://{user}@127.0.0.1:5432/{database}", autocommit=True, connect_timeout=3
+        f"postgresql://{user}@{PG_HOST}/{database}", autocommit=True, connect_timeout=3
     )
     try:
         admin.execute("CREATE TABLE t (x INTEGER PRIMARY KEY)")
@@ -341,14 +333,9 @@ class MyServer:
 
 @pytest.fixture(scope="module")
 def my() -> Iterator[MyServer]:
-    pymysql = pytest.importorskip("pymysql", reason="PyMySQL is not installed")
-    try:
-        admin = pymysql.connect(
-            host="127.0.0.1", port=3306, user="root", password="", database="test",
-            autocommit=True, connect_timeout=3,
-        )  # fmt: skip
-    except pymysql.Error as error:
-        pytest.skip(f"no MariaDB/MySQL server at 127.0.0.1:3306 database test: {error}")
+    admin = mariadb_admin("test")
+    import pymysql
+
     suffix = uuid.uuid4().hex[:12]
     database, user = f"nl2sql_hostile_{suffix}", f"nl2sql_ro_{suffix}"
     server = MyServer(

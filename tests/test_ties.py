@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import read_report, write_suite
+from helpers import make_db, read_report, write_suite
 from pytest_nl2sql.engines.base import Limits
 from pytest_nl2sql.engines.sqlite import SqliteEngine
 from pytest_nl2sql.judge import ties
@@ -35,12 +35,7 @@ LIMITS = Limits(timeout=10)
 
 @pytest.fixture
 def engine(tmp_path: Path) -> SqliteEngine:
-    path = tmp_path / "players.sqlite"
-    con = sqlite3.connect(path)
-    con.executescript(PLAYERS_SQL)
-    con.commit()
-    con.close()
-    return SqliteEngine(path)
+    return SqliteEngine(make_db(tmp_path / "players.sqlite", PLAYERS_SQL))
 
 
 def verdict(engine: SqliteEngine, gold: str | list[str], predicted: str, **options) -> Verdict:

@@ -3,15 +3,15 @@ checked as text and, on the local PostgreSQL and MariaDB servers, by running the
 
 from __future__ import annotations
 
-import sqlite3
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from helpers import make_db
 from pytest_nl2sql.engines import Limits, QueryError, open_engine
 from pytest_nl2sql.judge.translate import translate
+from servers import mariadb_database, postgres_schema
 
 SCHEMA = {
     "country": ["Code", "Name", "GovernmentForm", "Population"],
@@ -138,64 +138,25 @@ SPIDER_STYLE = [
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The queries' results on SQLite, where they were written."""
-    path = tmp_path_factory.mktemp("translate") / "ref.sqlite"
-    con = sqlite3.connect(path)
-    con.executescript(SQLITE_DDL)
-    con.close()
-    engine = open_engine(str(path))
+    engine = open_engine(str(make_db(tmp_path_factory.mktemp("translate") / "ref.sqlite", SQLITE_DDL)))
     yield engine
     engine.close()
 
 
-def _postgres_url() -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed")
-    try:
-        admin = psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True, connect_timeout=3)
-    except psycopg.Error as error:
-        pytest.skip(f"no PostgreSQL at 127.0.0.1:5432 database test: {error}")
-    schema = f"nl2sql_tr_{uuid.uuid4().hex[:10]}"
-    admin.execute(f'CREATE SCHEMA "{schema}"')
-    admin.execute(f'SET search_path = "{schema}"')
-    # names as a copy of the SQLite file keeps them: quoted, mixed case
-    admin.execute('CREATE TABLE "Country" ("Code" TEXT PRIMARY KEY, "Name" TEXT NOT NULL, "GovernmentForm" TEXT)')
-    admin.execute('CREATE TABLE stadium ("Stadium_ID" INTEGER PRIMARY KEY, "Name" TEXT NOT NULL)')
-    admin.execute('CREATE TABLE concert ("concert_ID" INTEGER PRIMARY KEY, "Stadium_ID" INTEGER REFERENCES stadium)')
-    for statement in SQLITE_DDL.split(";")[3:]:
-        if statement.strip():
-            admin.execute(statement.replace("INTO Country", 'INTO "Country"'))
-    try:
-        yield f"postgresql://postgres@127.0.0.1:5432/test?options=-csearch_path%3D{schema}"
-    finally:
-        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-        admin.close()
-
-
-def _mariadb_url() -> Iterator[str]:
-    pymysql = pytest.importorskip("pymysql", reason="PyMySQL is not installed")
-    try:
-        admin = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True, connect_timeout=3)
-    except pymysql.Error as error:
-        pytest.skip(f"no MariaDB at 127.0.0.1:3306: {error}")
-    name = f"nl2sql_tr_{uuid.uuid4().hex[:10]}"
-    with admin.cursor() as cursor:
-        cursor.execute(f"CREATE DATABASE `{name}`")
-        cursor.execute(f"USE `{name}`")
-        for statement in SQLITE_DDL.split(";"):
-            if statement.strip():
-                cursor.execute(statement.replace(" TEXT PRIMARY KEY", " VARCHAR(8) PRIMARY KEY"))
-    try:
-        yield f"mysql://root@127.0.0.1:3306/{name}"
-    finally:
-        with admin.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE `{name}`")
-        admin.close()
+# names as a copy of the SQLite file keeps them: quoted, mixed case
+POSTGRES_DDL = """
+CREATE TABLE "Country" ("Code" TEXT PRIMARY KEY, "Name" TEXT NOT NULL, "GovernmentForm" TEXT);
+CREATE TABLE stadium ("Stadium_ID" INTEGER PRIMARY KEY, "Name" TEXT NOT NULL);
+CREATE TABLE concert ("concert_ID" INTEGER PRIMARY KEY, "Stadium_ID" INTEGER REFERENCES stadium);
+""" + ";".join(SQLITE_DDL.split(";")[3:]).replace("INTO Country", 'INTO "Country"')
+MARIADB_DDL = SQLITE_DDL.replace(" TEXT PRIMARY KEY", " VARCHAR(8) PRIMARY KEY")
 
 
 @pytest.fixture(scope="module", params=["postgres", "mariadb"])
 def server(request: pytest.FixtureRequest) -> Iterator[Any]:
-    factory = _postgres_url if request.param == "postgres" else _mariadb_url
-    for url in factory():
-        engine = open_engine(url)
+    made = postgres_schema("nl2sql_tr", POSTGRES_DDL) if request.param == "postgres" else mariadb_database("nl2sql_tr", MARIADB_DDL)
+    with made as scratch:
+        engine = open_engine(scratch.url)
         try:
             yield engine
         finally:
@@ -225,3 +186,13 @@ def test_without_the_fixes_the_servers_refuse_or_misread(server: Any) -> None:
         except QueryError:
             failures += 1
     assert failures >= 1
+
+
+def test_order_by_an_output_column_is_spelled_as_the_output() -> None:
+    """sqlglot reads `ORDER BY population` after `SELECT population` as the output column; it must
+    follow the output's new spelling, or PostgreSQL looks for a column `population`."""
+    sql = "SELECT name, population FROM country ORDER BY population DESC, name"
+    assert translate(sql, "sqlite", PG) == (
+        'SELECT "Name", "Population" FROM country ORDER BY "Population" DESC NULLS LAST, "Name" NULLS FIRST'
+    )
+    assert translate("SELECT name AS n FROM country ORDER BY n", "sqlite", PG) == 'SELECT "Name" AS n FROM country ORDER BY n NULLS FIRST'

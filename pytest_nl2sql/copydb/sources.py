@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from sqlglot import exp
@@ -110,8 +111,11 @@ class Source:
         example = self._fetch(f"SELECT {', '.join(own)} {body} LIMIT 1")[0]
         return count, example[0] if len(example) == 1 else tuple(example)
 
+    def _stream_cursor(self) -> Any:
+        return self._conn.cursor()
+
     def batches(self, table: Table, size: int) -> Iterator[list[tuple[Any, ...]]]:
-        cursor = self._conn.cursor()
+        cursor = self._stream_cursor()
         try:
             cursor.execute(self.select_sql(table))
             while rows := cursor.fetchmany(size):
@@ -134,6 +138,13 @@ def _group_keys(rows: Sequence[tuple[Any, ...]]) -> dict[Any, list[tuple[Any, ..
     return grouped
 
 
+def _source_file(spec: DatabaseSpec) -> Path:
+    assert spec.path is not None
+    if not spec.path.is_file():
+        raise UsageError(f"source database not found: {spec.path}")
+    return spec.path
+
+
 def _uncopyable(table: str, column: str, declared: str) -> CopyError:
     return CopyError(f"table {table!r} column {column!r}: type {declared} has no counterpart on the other "
                      "engines (copy-db copies numbers, text, booleans, dates, times, timestamps and blobs)")
@@ -148,11 +159,9 @@ class SqliteSource(Source):
     dialect = "sqlite"
 
     def __init__(self, spec: DatabaseSpec) -> None:
-        assert spec.path is not None
-        if not spec.path.is_file():
-            raise UsageError(f"source database not found: {spec.path}")
+        path = _source_file(spec)
         self.undecodable = 0
-        self._conn = sqlite3.connect(f"{spec.path.as_uri()}?mode=ro", uri=True)
+        self._conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
         self._conn.text_factory = self._decode
 
     def _decode(self, raw: bytes) -> str:
@@ -227,13 +236,11 @@ class DuckdbSource(Source):
     def __init__(self, spec: DatabaseSpec) -> None:
         import duckdb
 
-        assert spec.path is not None
-        if not spec.path.is_file():
-            raise UsageError(f"source database not found: {spec.path}")
+        path = _source_file(spec)
         try:
-            self._conn = duckdb.connect(str(spec.path), read_only=True)
+            self._conn = duckdb.connect(str(path), read_only=True)
         except duckdb.Error as error:
-            raise UsageError(f"cannot open the source database {spec.path}: {error}") from None
+            raise UsageError(f"cannot open the source database {path}: {error}") from None
 
     def tables(self) -> list[Table]:
         here = "database_name = current_database() AND schema_name = current_schema()"
@@ -375,14 +382,8 @@ class MysqlSource(Source):
                              constraints.get(name, []), "char_length")
                 for name in names]
 
-    def batches(self, table: Table, size: int) -> Iterator[list[tuple[Any, ...]]]:
-        cursor = self._conn.cursor(self._pymysql.cursors.SSCursor)  # unbuffered: streams
-        try:
-            cursor.execute(self.select_sql(table))
-            while rows := cursor.fetchmany(size):
-                yield rows
-        finally:
-            cursor.close()
+    def _stream_cursor(self) -> Any:
+        return self._conn.cursor(self._pymysql.cursors.SSCursor)  # unbuffered: streams
 
 
 def open_source(spec: DatabaseSpec) -> Source:

@@ -68,9 +68,16 @@ class Target:
 
     kind: EngineKind
     inline_keys = True
+    _conn: Any
 
     def __init__(self) -> None:
         self.warnings: list[str] = []
+
+    def create(self, table: Table) -> None:
+        self._conn.execute(self.create_sql(table))
+
+    def close(self) -> None:
+        self._conn.close()
 
     def q(self, name: str) -> str:
         return quote(name, self.kind.value)
@@ -99,11 +106,13 @@ class Target:
         return [f"FOREIGN KEY ({cols(fk.columns)}) REFERENCES {self.q(fk.ref_table)} ({cols(fk.ref_columns)})"
                 for fk in table.foreign_keys]
 
+    def inline_clauses(self, table: Table) -> list[str]:
+        """The keys that go in CREATE TABLE."""
+        return self.key_sql(table) + self.fk_sql(table) if self.inline_keys else []
+
     def create_sql(self, table: Table) -> str:
         keys = table.key_columns
-        parts = [self.column_sql(c, c.name in keys) for c in table.columns]
-        if self.inline_keys:
-            parts += self.key_sql(table) + self.fk_sql(table)
+        parts = [self.column_sql(c, c.name in keys) for c in table.columns] + self.inline_clauses(table)
         return f"CREATE TABLE {self.q(table.name)} (\n  " + ",\n  ".join(parts) + "\n)" + self.table_options()
 
     def table_options(self) -> str:
@@ -139,6 +148,13 @@ class Target:
         return CopyError(f"table {table.name!r}: {self.kind.value} rejected a row: {_message(error)}{where}")
 
 
+def _target_file(spec: DatabaseSpec) -> Path:
+    assert spec.path is not None
+    if not spec.path.parent.is_dir():
+        raise UsageError(f"target folder does not exist: {spec.path.parent}")
+    return spec.path
+
+
 def _typed_converters(table: Table, rules: dict[Kind, Convert]) -> list[Convert | None]:
     return [rules.get(c.type.kind) if not c.read_as else None for c in table.columns]
 
@@ -158,18 +174,15 @@ class SqliteTarget(Target):
 
     def __init__(self, spec: DatabaseSpec) -> None:
         super().__init__()
-        assert spec.path is not None
-        if not spec.path.parent.is_dir():
-            raise UsageError(f"target folder does not exist: {spec.path.parent}")
-        self.path: Path = spec.path
-        self.created_file = not spec.path.exists()
-        self._conn = sqlite3.connect(spec.path, isolation_level=None)
+        self.path = _target_file(spec)
+        self.created_file = not self.path.exists()
+        self._conn = sqlite3.connect(self.path, isolation_level=None)
         try:
             self._conn.execute("BEGIN")
             self.existing_tables()
         except sqlite3.DatabaseError as error:
             self._conn.close()
-            raise UsageError(f"cannot open the target {spec.path} as SQLite: {error}") from None
+            raise UsageError(f"cannot open the target {self.path} as SQLite: {error}") from None
 
     def existing_tables(self) -> list[str]:
         return [r[0] for r in self._conn.execute(
@@ -192,9 +205,6 @@ class SqliteTarget(Target):
         return _typed_converters(table, {Kind.DECIMAL: _decimal_text, Kind.BOOLEAN: _bool_int, Kind.DATE: _iso,
                                          Kind.TIMESTAMP: _iso, Kind.TIMESTAMPTZ: _iso, Kind.TIME: _iso, Kind.TEXT: _as_text})
 
-    def create(self, table: Table) -> None:
-        self._conn.execute(self.create_sql(table))
-
     def load(self, table: Table, batches: Batches, done: Callable[[int], None]) -> None:
         marks = ", ".join("?" * len(table.columns))
         sql = f"INSERT INTO {self.q(table.name)} VALUES ({marks})"
@@ -212,9 +222,6 @@ class SqliteTarget(Target):
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
 
-    def close(self) -> None:
-        self._conn.close()
-
 
 # -- DuckDB --------------------------------------------------------------------------------------
 
@@ -226,16 +233,13 @@ class DuckdbTarget(Target):
         super().__init__()
         import duckdb
 
-        assert spec.path is not None
-        if not spec.path.parent.is_dir():
-            raise UsageError(f"target folder does not exist: {spec.path.parent}")
-        self.path = spec.path
-        self.created_file = not spec.path.exists()
+        self.path = _target_file(spec)
+        self.created_file = not self.path.exists()
         self._duckdb = duckdb
         try:
-            self._conn = duckdb.connect(str(spec.path))
+            self._conn = duckdb.connect(str(self.path))
         except duckdb.Error as error:
-            raise UsageError(f"cannot open the target {spec.path} as DuckDB: {error}") from None
+            raise UsageError(f"cannot open the target {self.path} as DuckDB: {error}") from None
         self._conn.execute("BEGIN TRANSACTION")
 
     def existing_tables(self) -> list[str]:
@@ -273,9 +277,6 @@ class DuckdbTarget(Target):
 
         return [rule(c) for c in table.columns]
 
-    def create(self, table: Table) -> None:
-        self._conn.execute(self.create_sql(table))
-
     def load(self, table: Table, batches: Batches, done: Callable[[int], None]) -> None:
         """Multi-row INSERTs with parameters: DuckDB's executemany runs one statement per row."""
         width = len(table.columns)
@@ -301,9 +302,6 @@ class DuckdbTarget(Target):
             self._conn.execute("ROLLBACK")
         except self._duckdb.Error:
             pass
-
-    def close(self) -> None:
-        self._conn.close()
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------------
@@ -369,9 +367,6 @@ class PostgresTarget(Target):
     def converters(self, table: Table) -> list[Convert | None]:
         return _typed_converters(table, {Kind.TEXT: _as_text})
 
-    def create(self, table: Table) -> None:
-        self._conn.execute(self.create_sql(table))
-
     def load(self, table: Table, batches: Batches, done: Callable[[int], None]) -> None:
         columns = ", ".join(self.q(c.name) for c in table.columns)
         rows: list[tuple[Any, ...]] = []
@@ -399,9 +394,6 @@ class PostgresTarget(Target):
 
     def abort(self) -> None:
         self._conn.rollback()
-
-    def close(self) -> None:
-        self._conn.close()
 
 
 # -- MySQL / MariaDB -----------------------------------------------------------------------------
@@ -518,11 +510,9 @@ class MysqlTarget(Target):
                 done(len(rows))
         self._conn.commit()
 
-    def create_sql(self, table: Table) -> str:
+    def inline_clauses(self, table: Table) -> list[str]:
         """Primary keys and UNIQUEs in CREATE TABLE (each ALTER rebuilds an InnoDB table)."""
-        keys = table.key_columns
-        parts = [self.column_sql(c, c.name in keys) for c in table.columns] + self.key_sql(table)
-        return f"CREATE TABLE {self.q(table.name)} (\n  " + ",\n  ".join(parts) + "\n)" + self.table_options()
+        return self.key_sql(table)
 
     def add_keys(self, tables: tuple[Table, ...]) -> None:
         """A table's foreign keys in one ALTER; if it is refused, one by one, to name the culprit."""
@@ -552,9 +542,6 @@ class MysqlTarget(Target):
                 self._run(f"DROP TABLE IF EXISTS {self.q(name)}")
         except self._pymysql.Error:
             pass
-
-    def close(self) -> None:
-        self._conn.close()
 
 
 def open_target(spec: DatabaseSpec, create: bool) -> Any:

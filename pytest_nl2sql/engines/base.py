@@ -394,16 +394,33 @@ def value_size(value: Any) -> int:
     return max(SizeBudget.VALUE_OVERHEAD, sys.getsizeof(value))
 
 
-def collect_within(source: Iterable[Sequence[Any]], limits: Limits) -> list[tuple[Any, ...]]:
+def collect_within(source: Iterable[Sequence[Any]], limits: Limits, *, spill: bool = False) -> list[tuple[Any, ...]]:
     """Rows of a row-by-row stream (a driver's unbuffered cursor) as plain values, checking the
-    caps as each row arrives: the caller stops the stream when `TooManyRows` propagates."""
+    caps as each row arrives: the caller stops the stream when `TooManyRows` propagates (or
+    `ResultTooLarge`, with `spill`: see `SizeBudget`)."""
     rows: list[tuple[Any, ...]] = []
-    budget = SizeBudget(limits)
+    budget = SizeBudget(limits, spill=spill)
     for raw in source:
         row = plain_row(raw)
         budget.add(row)
         rows.append(row)
     return rows
+
+
+def connect_error(opened: bool, where: str, error: object) -> EngineError:
+    """A failed (re)connection: once the engine has been open the server is lost (the pipeline
+    retries), before that the URL reaches no database (a usage error)."""
+    if opened:
+        return ConnectionLost(f"lost {where} and cannot reconnect: {error}")
+    return DatabaseMissing(f"cannot connect to {where}: {error}")
+
+
+def close_quietly(conn: Any) -> None:
+    """Close a connection that may be broken already, or be closed from another thread."""
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 - already broken, or racing the query's own error
+        pass
 
 
 def columns_by_table(schema_rows: Sequence[Sequence[Any]]) -> dict[str, list[str]]:

@@ -64,7 +64,10 @@ from pytest_nl2sql.engines.base import (
     SizeBudget,
     Watchdog,
     check_single_select,
+    close_quietly,
+    collect_within,
     columns_by_table,
+    connect_error,
     import_driver,
     plain_row,
     value_size,
@@ -128,13 +131,7 @@ class MysqlEngine:
                 connect_timeout=CONNECT_TIMEOUT,
             )
         except self._pymysql.Error as error:
-            if self._opened:
-                raise ConnectionLost(
-                    f"lost MySQL at {self.spec.describe()} and cannot reconnect: {error}"
-                ) from None
-            raise DatabaseMissing(
-                f"cannot connect to MySQL at {self.spec.describe()}: {error}"
-            ) from None
+            raise connect_error(self._opened, f"MySQL at {self.spec.describe()}", error) from None
 
     def _connection(self) -> Any:
         if self._conn is None or not self._conn.open:
@@ -147,10 +144,7 @@ class MysqlEngine:
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # noqa: BLE001 - already broken
-                pass
+            close_quietly(conn)
 
     def _gone(self, error: Any, conn: Any) -> bool:
         code = error.args[0] if error.args else None
@@ -192,7 +186,7 @@ class MysqlEngine:
             cursor.execute(sql)
             streaming = True
             columns = tuple(d[0] for d in cursor.description or ())
-            rows = _collect(iter(cursor.fetchone, None), limits)
+            rows = collect_within(iter(cursor.fetchone, None), limits, spill=True)
             streaming = False
         except pymysql.Error as error:
             streaming = False  # an error packet ends the result
@@ -413,18 +407,6 @@ def stream_server_seconds(timeout: float) -> float:
     well past the time limit, since it also counts the consumer's time between batches (the
     watchdog holds the limit itself, counting the database's time only)."""
     return max(2 * timeout, timeout + 60)
-
-
-def _collect(source: Any, limits: Limits) -> list[tuple[Any, ...]]:
-    """Rows as plain values, counted as each arrives: `TooManyRows` past a cap, `ResultTooLarge`
-    past `memory_rows` (the caller streams it instead); the caller stops the result."""
-    rows: list[tuple[Any, ...]] = []
-    budget = SizeBudget(limits, spill=True)
-    for raw in source:
-        row = plain_row(raw)
-        budget.add(row)
-        rows.append(row)
-    return rows
 
 
 class _Batches:

@@ -59,7 +59,6 @@ from pytest_nl2sql.engines import ForeignKey, Table, create_table_ddl
 from pytest_nl2sql.engines.base import (
     BatchStream,
     ConnectionLost,
-    DatabaseMissing,
     EngineError,
     Limits,
     QueryError,
@@ -68,7 +67,10 @@ from pytest_nl2sql.engines.base import (
     SizeBudget,
     Watchdog,
     check_single_select,
+    close_quietly,
+    collect_within,
     columns_by_table,
+    connect_error,
     import_driver,
     plain_row,
     value_size,
@@ -130,13 +132,7 @@ class PostgresEngine:
                 prepare_threshold=None,
             )
         except psycopg.Error as error:
-            if self._opened:
-                raise ConnectionLost(
-                    f"lost PostgreSQL at {self.spec.describe()} and cannot reconnect: {error}"
-                ) from None
-            raise DatabaseMissing(
-                f"cannot connect to PostgreSQL at {self.spec.describe()}: {error}"
-            ) from None
+            raise connect_error(self._opened, f"PostgreSQL at {self.spec.describe()}", error) from None
         self._conn = conn
         self._opened = True
         return conn
@@ -144,10 +140,7 @@ class PostgresEngine:
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # noqa: BLE001 - already broken
-                pass
+            close_quietly(conn)
 
     def _lost(self, conn: Any) -> bool:
         return conn.closed or conn.broken
@@ -361,14 +354,8 @@ def _stream_rows(conn: Any, cursor_name: str, limits: Limits) -> list[tuple[Any,
     """
     wanted = min(limits.max_rows, limits.memory_rows) + 1
     rows = conn.cursor().stream(f'FETCH FORWARD {wanted} FROM "{cursor_name}"')
-    kept: list[tuple[Any, ...]] = []
-    budget = SizeBudget(limits, spill=True)
     with contextlib.closing(rows):
-        for raw in rows:
-            row = plain_row(raw)
-            budget.add(row)
-            kept.append(row)
-    return kept
+        return collect_within(rows, limits, spill=True)
 
 
 class _Batches:

@@ -41,7 +41,9 @@ from pytest_nl2sql.engines.base import (
     QueryTimeout,
     Watchdog,
     check_single_select,
+    close_quietly,
     collect_within,
+    connect_error,
 )
 from pytest_nl2sql.engines.url import SQLALCHEMY_HINT, DatabaseSpec, mask_secrets
 
@@ -141,10 +143,7 @@ class SqlalchemyEngine:
                 conn.exec_driver_sql(statement)
             conn.commit()
         except self._sa.exc.SQLAlchemyError as error:
-            message = self._masked(_message(error))
-            if self._opened:
-                raise ConnectionLost(f"lost {self.spec.describe()} and cannot reconnect: {message}") from None
-            raise DatabaseMissing(f"cannot connect to {self.spec.describe()}: {message}") from None
+            raise connect_error(self._opened, self.spec.describe(), self._masked(_message(error))) from None
         self._conn = conn
         self._opened = True
         return conn
@@ -177,7 +176,7 @@ class SqlalchemyEngine:
         dbapi = conn.connection.dbapi_connection
         self._cursor = None
         watchdog = Watchdog(limits.timeout, lambda: self._cancel(dbapi))
-        closer = Watchdog(limits.timeout + GRACE, lambda: _close_quietly(dbapi))
+        closer = Watchdog(limits.timeout + GRACE, lambda: close_quietly(dbapi))
         try:
             watchdog.start()
             closer.start()
@@ -258,7 +257,7 @@ class SqlalchemyEngine:
             with self._engine.connect() as killer:
                 killer.exec_driver_sql(f"KILL QUERY {int(thread_id())}", execution_options={"no_parameters": True})
             return
-        _close_quietly(dbapi)
+        close_quietly(dbapi)
 
     def _failure(self, error: Exception, conn: Any, watchdog: Watchdog, limits: Limits) -> EngineError:
         """The engine error for a SQLAlchemy error raised by the query."""
@@ -359,13 +358,6 @@ def _driver_timeout(dbapi: Any, seconds: float) -> None:
     """Drivers with a per-call time limit of their own: python-oracledb's `call_timeout` (ms)."""
     if hasattr(dbapi, "call_timeout") and type(dbapi).__module__.startswith("oracledb"):
         dbapi.call_timeout = max(1, int(seconds * 1000))
-
-
-def _close_quietly(dbapi: Any) -> None:
-    try:
-        dbapi.close()
-    except Exception:  # noqa: BLE001 - closing from another thread may race the query's error
-        pass
 
 
 def _message(error: Exception) -> str:

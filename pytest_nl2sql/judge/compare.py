@@ -74,6 +74,18 @@ _MIN_SEARCH_NODES = 1000  # ... but it may always try this many partial pairings
 _MATCHING_CAP = 300  # largest group of rows matched pairwise when tolerances are in play
 
 
+def greedy_pairing(scored: Iterable[tuple[Any, int, int]], width: int) -> list[int]:
+    """Gold column i -> prediction column j, taking (score, i, j) best (lowest) score first, each
+    column once: the pairing a reader would expect when no exact one exists."""
+    pairing = [-1] * width
+    used: set[int] = set()
+    for _, i, j in sorted(scored):
+        if pairing[i] == -1 and j not in used:
+            pairing[i] = j
+            used.add(j)
+    return pairing
+
+
 class Mode(str, Enum):
     EXEC = "exec"
     SPIDER = "spider"
@@ -391,16 +403,9 @@ class _Comparer:
         """Pair columns greedily by how many values they share: the pairing a reader would expect."""
         gold_sigs = [Counter(col) for col in _columns(self.ngold, width)]
         pred_sigs = [Counter(col) for col in _columns(self.npred, width)]
-        scored = sorted(
-            ((-sum((g & p).values()), i, j) for i, g in enumerate(gold_sigs) for j, p in enumerate(pred_sigs)),
+        return greedy_pairing(
+            ((-sum((g & p).values()), i, j) for i, g in enumerate(gold_sigs) for j, p in enumerate(pred_sigs)), width
         )
-        pairing = [-1] * width
-        used: set[int] = set()
-        for _, i, j in scored:
-            if pairing[i] == -1 and j not in used:
-                pairing[i] = j
-                used.add(j)
-        return pairing
 
     def _rows_equal(self, a: tuple, b: tuple) -> bool:
         return self.equality.rows_equal(a, b)

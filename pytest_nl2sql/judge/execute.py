@@ -40,6 +40,15 @@ class GoldError(Exception):
     """The case itself is broken: its gold fails, times out, or its database is missing."""
 
 
+def gold_error(label: str, error: EngineError) -> GoldError:
+    """Why a gold query gave nothing to compare with, held or streamed alike."""
+    if isinstance(error, QueryTimeout):
+        return GoldError(f"{label} timed out: {error}")
+    if isinstance(error, TooManyRows):
+        return GoldError(f"{label} is over the row cap (--nl2sql-max-rows): {error}")
+    return GoldError(f"{label} failed: {error}")
+
+
 @dataclass(frozen=True)
 class GoldOutcome:
     """The executed gold: one result per gold query (any may match).
@@ -129,12 +138,8 @@ def run_gold(
                 groups.append(None)
                 large.add(number - 1)
                 continue
-            except QueryTimeout as e:
-                raise GoldError(f"{label} timed out: {e}") from e
-            except TooManyRows as e:
-                raise GoldError(f"{label} is over the row cap (--nl2sql-max-rows): {e}") from e
             except EngineError as e:
-                raise GoldError(f"{label} failed: {e}") from e
+                raise gold_error(label, e) from e
         found: list[str] = []
         if plan is not None and _fits(plan, raw):
             grouped = ties.group(raw.columns, raw.rows, plan)
@@ -301,13 +306,16 @@ def judge(
         raise
     except ResultTooLarge:
         return judge_streamed(sql, gold, engine, limits, options, dialect)
-    except QueryTimeout as e:
-        return Judgement(Verdict.PRED_TIMEOUT, str(e), executed=sql)
-    except TooManyRows as e:
-        return Judgement(Verdict.TOO_MANY_ROWS, str(e), executed=sql)
     except EngineError as e:
-        return Judgement(Verdict.PRED_ERROR, str(e), executed=sql)
+        return prediction_failed(e, sql)
     return judge_result(result, gold, options, fingerprint=fingerprint, executed=sql)
+
+
+def prediction_failed(error: EngineError, sql: str) -> Judgement:
+    """A prediction the engine could not run is judged by why, held or streamed alike."""
+    verdict = (Verdict.PRED_TIMEOUT if isinstance(error, QueryTimeout)
+               else Verdict.TOO_MANY_ROWS if isinstance(error, TooManyRows) else Verdict.PRED_ERROR)
+    return Judgement(verdict, str(error), executed=sql)
 
 
 def judge_streamed(sql: str, gold: GoldOutcome, engine: Engine, limits: Limits, options: CompareOptions,

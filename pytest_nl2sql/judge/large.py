@@ -62,10 +62,8 @@ from pytest_nl2sql.engines.base import (
     EngineError,
     Limits,
     QueryResult,
-    QueryTimeout,
-    TooManyRows,
 )
-from pytest_nl2sql.judge.compare import DIFF_CAP, CompareOptions, Comparison, Mode
+from pytest_nl2sql.judge.compare import DIFF_CAP, CompareOptions, Comparison, Mode, greedy_pairing
 from pytest_nl2sql.judge.equality import NAN, normalise_value
 from pytest_nl2sql.vocab import Reason, Verdict
 
@@ -517,14 +515,7 @@ class _Judge:
                 return SKETCH + 1
             union = heapq.nsmallest(SKETCH, g.sketches[i] | p.sketches[j])
             return sum(1 for digest in union if digest in g.sketches[i] and digest in p.sketches[j])
-        scored = sorted((-score(i, j), i, j) for i in range(width) for j in range(width))
-        pairing = [-1] * width
-        used: set[int] = set()
-        for _, i, j in scored:
-            if pairing[i] == -1 and j not in used:
-                pairing[i] = j
-                used.add(j)
-        return pairing
+        return greedy_pairing(((-score(i, j), i, j) for i in range(width) for j in range(width)), width)
 
     # -- diff --------------------------------------------------------------------------------------
     def _with_diff(self, base: Comparison) -> Comparison:
@@ -641,7 +632,7 @@ def judge_large(predicted_sql: str, gold_sql: str, engine: "StreamingEngine", li
     `GoldError`; a failing prediction is its verdict (timeout, too many rows, error), as in
     `execute.judge`; `ConnectionLost` propagates; `Unsupported` options raise `Unsupported`.
     `result` is the prediction's first rows (`SAMPLE_ROWS`), `fingerprint` None."""
-    from pytest_nl2sql.judge.execute import GoldError, Judgement  # execute.py imports this module
+    from pytest_nl2sql.judge.execute import Judgement, gold_error, prediction_failed  # execute.py imports this module
 
     @contextmanager
     def gold() -> Iterator[BatchStream]:
@@ -650,12 +641,8 @@ def judge_large(predicted_sql: str, gold_sql: str, engine: "StreamingEngine", li
                 yield stream
         except ConnectionLost:
             raise
-        except QueryTimeout as e:
-            raise GoldError(f"gold query timed out: {e}") from e
-        except TooManyRows as e:
-            raise GoldError(f"gold query is over the row cap (--nl2sql-max-rows): {e}") from e
         except EngineError as e:
-            raise GoldError(f"gold query failed: {e}") from e
+            raise gold_error("gold query", e) from e
 
     @contextmanager
     def pred() -> Iterator[BatchStream]:
@@ -670,10 +657,7 @@ def judge_large(predicted_sql: str, gold_sql: str, engine: "StreamingEngine", li
     try:
         large = compare_large(gold, pred, order_matters=order_matters, options=options)
     except _PredictionFailed as failed:
-        error = failed.error
-        verdict = (Verdict.PRED_TIMEOUT if isinstance(error, QueryTimeout)
-                   else Verdict.TOO_MANY_ROWS if isinstance(error, TooManyRows) else Verdict.PRED_ERROR)
-        return Judgement(verdict, str(error), executed=predicted_sql)
+        return prediction_failed(failed.error, predicted_sql)
     comparison = large.comparison
     shown = QueryResult(large.predicted.columns, list(large.predicted.sample), large.predicted.seconds)
     verdict = Verdict.PASS if comparison.match else Verdict.MISMATCH
