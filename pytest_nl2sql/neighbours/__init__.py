@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_nl2sql.neighbours.cache import Neighbour, NeighbourCache as _Cache
+from pytest_nl2sql.neighbours.cache import Neighbour
+from pytest_nl2sql.neighbours.cache import NeighbourCache as _Cache
 from pytest_nl2sql.neighbours.shrink import Counterexample, shrink_counterexample
 
-GENERATOR_VERSION = "9"
+GENERATOR_VERSION = "11"
 
 
 class NeighbourCache(_Cache):

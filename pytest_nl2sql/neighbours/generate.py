@@ -38,15 +38,15 @@ class Flavour:
     chains: bool = False  # one joined row in every table the gold reads per boundary value
 
 
-FLAVOURS = (  # the joined-rows flavours first: a pool of ten holds two of each
-    Flavour("a joined row through every table the gold reads per boundary value", (1, 4), chains=True),
-    Flavour("joined rows per boundary value, some twice, duplicated values", (2, 5), chains=True, duplicates=True),
+FLAVOURS = (
     Flavour("boundary values of the gold's literals", (6, 10)),
     Flavour("boundary values, duplicated rows and values, several rows per group", (6, 10), duplicates=True, groups=True),
     Flavour("boundary values, NULLs where allowed, duplicated rows", (5, 9), duplicates=True, nulls=True),
     Flavour("nearly empty tables with boundary values", (0, 2), sparse=True),
     Flavour("sampled rows only, duplicated values", (10, 16), hints=False, duplicates=True, groups=True),
     Flavour("boundary values, several rows per group, NULLs", (4, 8), groups=True, nulls=True),
+    Flavour("a joined row through every table the gold reads per boundary value", (1, 4), chains=True),
+    Flavour("joined rows per boundary value, some twice, duplicated values", (2, 5), chains=True, duplicates=True),
 )
 
 OTHER_TABLE_ROWS = 3  # rows of tables the gold does not read
@@ -243,11 +243,14 @@ class CandidateBuilder:
         return rows
 
     def _chain(self, rows: Rows, tables: list[Table], focus: Hint | None, value: Any, rng: random.Random,
-               tagged: bool | None = None, fanout: int = 1) -> None:
-        """One joined row per table; `fanout` rows of the tables no other table of the chain points
-        at (the many side: one parent with several children makes a group of that size)."""
-        made: dict[str, list[Any]] = {}
+               tagged: bool | None = None, fanout: int = 1, shared: dict[str, list[Any]] | None = None) -> None:
+        """One joined row per table (`shared`: rows of an earlier chain to join instead); with
+        `fanout` n, n-1 more chains that share the row the gold groups by: a group of n."""
+        shared = shared or {}
+        made: dict[str, list[Any]] = dict(shared)
         for table in tables:
+            if table.name in shared:
+                continue
             row = list(rng.choice(rows[table.name])) if rows[table.name] else self._synthetic(table, rng)
             hinted = set()
             hints = self._hints_of(table) + ([focus] if focus is not None and focus not in self.facts.hints and focus.column[0] == table.name else [])
@@ -293,14 +296,12 @@ class CandidateBuilder:
             if made[left_table][left.position(left_column)] != made[right_table][right.position(right_column)]:
                 self._link(made, left_table, left_column, right_table, right_column)  # a cycle: best effort
         for table in tables:
-            rows[table.name] = rows[table.name] + [tuple(made[table.name])]
-        if fanout > 1:
-            pointed_at = {fk.parent.lower() for table in tables for fk in self.links[table.name]
-                          if fk.parent.lower() != table.name.lower() and fk.parent in made}
-            for table in tables:
-                if table.name.lower() not in pointed_at:
-                    copies = [tuple(made[table.name])] * (fanout - 1)
-                    rows[table.name] = rows[table.name] + self._rekeyed(table, rows[table.name], copies)
+            if table.name not in shared:
+                rows[table.name] = rows[table.name] + [tuple(made[table.name])]
+        anchors = self._group_anchors(tables) if fanout > 1 else {}
+        for _ in range(fanout - 1 if anchors else 0):  # the group's own row shared, the rest made again
+            self._chain(rows, tables, focus, value, random.Random(rng.random()), tagged, 1,
+                        {name: made[name] for name in anchors})
         for table in tables:  # parents outside the gold's tables, or the repair would re-point the chain
             for fk in table.foreign_keys:
                 found = parent_columns(self.schema, fk)
@@ -315,6 +316,22 @@ class CandidateBuilder:
                 for position, value in zip(positions, values):
                     row[position] = _stored_or_none(value, parent.columns[position], self.schema.kind)
                 rows[parent.name] = rows[parent.name] + self._rekeyed(parent, rows[parent.name], [tuple(row)])
+
+    def _group_anchors(self, tables: list[Table]) -> list[str]:
+        """The tables whose row a GROUP BY column names: its own table, or the parent its
+        value points at (GROUP BY match.winning_pilot groups by a pilot)."""
+        names = {table.name for table in tables}
+        anchors: list[str] = []
+        for table_name, column_name in self.facts.grouped:
+            if table_name not in names:
+                continue
+            anchor = table_name
+            for fk in self.links[table_name]:
+                parent = self.schema.table(fk.parent)
+                if column_name in fk.columns and parent is not None and parent.name in names and parent.name != table_name:
+                    anchor = parent.name
+            anchors.append(anchor)
+        return list(dict.fromkeys(anchors))
 
     def _link(self, made: dict[str, list[Any]], known: str, known_column: str, other: str, other_column: str) -> None:
         """Make the two columns equal: a child takes its parent's (fresh) key, else `other`
