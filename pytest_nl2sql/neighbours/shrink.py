@@ -89,9 +89,18 @@ class _Shrinker:
         finally:
             path.unlink(missing_ok=True)
 
-    def shrink(self) -> list[Item]:
+    def shrink(self, read: frozenset[str] | None = None) -> list[Item]:
+        """The rows left after delta debugging. `read`: the tables the queries read (lower case);
+        the first attempt drops every other table's rows at once, which rarely matter."""
         items = [(t.name, i) for t in self.schema.tables for i in range(len(self.rows[t.name]))]
-        if not self.still_differs(items):
+        if read is not None:
+            unread = self.closure({item for item in items if item[0].lower() not in read})
+            trial = [item for item in items if item not in unread]
+            if unread and self.still_differs(trial):
+                items = trial
+            elif not self.still_differs(items):
+                return items
+        elif not self.still_differs(items):
             return items
         chunk = max(1, len(items) // 2)
         while self.attempts < self.budget:
@@ -117,9 +126,9 @@ def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, ta
     """The neighbour's rows cut down, while `differs(path)` stays True, until no single row can go
     or `budget` calls of `differs` are spent; the rows of `tables` (or of every non-empty table)."""
     schema, rows = _read(Path(neighbour.path))
+    wanted = frozenset(name.lower() for name in tables) if tables is not None else None
     with tempfile.TemporaryDirectory(prefix="nl2sql-shrink-") as folder:
-        kept = set(_Shrinker(schema, rows, differs, Path(folder), budget).shrink())
-    wanted = {name.lower() for name in tables} if tables is not None else None
+        kept = set(_Shrinker(schema, rows, differs, Path(folder), budget).shrink(wanted))
     result = []
     for table in schema.tables:
         remaining = tuple(r for i, r in enumerate(rows[table.name]) if (table.name, i) in kept)
