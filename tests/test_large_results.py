@@ -294,7 +294,7 @@ def _bag(rows: Any, options: CompareOptions) -> list[str]:
                   for row in rows)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pair=result_pairs(), ordered=st.booleans(), case_sensitive=st.booleans(), strip=st.booleans(),
        size=st.integers(1, 4))
 def test_same_verdicts_as_the_in_memory_comparison(pair: Any, ordered: bool, case_sensitive: bool, strip: bool,

@@ -26,7 +26,7 @@ from pytest_nl2sql.vocab import Verdict
 
 pytestmark = pytest.mark.services
 
-ROWS = 20_000
+ROWS = 8_000
 LIMITS = Limits(timeout=10, max_rows=50_000, memory_rows=1_000)
 CHANGED = 7337  # the row whose value a wrong prediction changes
 

@@ -169,3 +169,17 @@ def test_neighbour_verdicts_are_the_same_under_xdist(pytester: pytest.Pytester) 
     one, two = (without_timings(read_report(pytester.path / name)) for name in ("one.json", "two.json"))
     assert one == two
     assert one["summary"]["neighbours"]["caught"] == 2
+
+
+def test_a_database_where_the_gold_is_not_determined_is_not_counted(tmp_path: Path) -> None:
+    """`ORDER BY price DESC LIMIT 1` against `= (SELECT max(price))`: the same on the case's database;
+    on shop_2.sqlite two items share the top price, so the gold's own answer is the database's
+    choice there, and that database cannot tell a right prediction from a wrong one."""
+    case = _case(tmp_path, "SELECT name FROM item ORDER BY price DESC LIMIT 1",
+                 "SELECT name FROM item WHERE price = (SELECT max(price) FROM item)")
+    (tmp_path / "db" / "shop" / "shop_2.sqlite").unlink()
+    _db(tmp_path / "db" / "shop" / "shop_2.sqlite", [(1, "pen", 9.0), (2, "ink", 9.0), (3, "mug", 2.0)])
+    _db(tmp_path / "db" / "shop" / "shop_3.sqlite", [(1, "pen", 9.0), (2, "ink", 8.0)])
+    outcome = Pipeline(RunOptions()).evaluate(case, LABEL)
+    assert outcome.result.verdict is Verdict.PASS
+    assert outcome.result.neighbours == {"checked": 1, "failed": 0}

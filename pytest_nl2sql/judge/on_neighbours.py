@@ -5,9 +5,10 @@ The other databases are either generated neighbours (`pytest_nl2sql.neighbours`:
 derived from the case's own, its gold's literals and the values next to them, duplicates, NULLs)
 or, when a case's `database` names a folder (the official test-suite layout), the folder's other
 databases. Each is judged exactly as the case's own database is (`run_gold`, `judge`: same
-comparison options, tie handling, containment), and a database where the gold itself fails is
-not counted. The first database where the prediction fails is shrunk to the few rows that still
-tell the two queries apart, so that a failure shows a counterexample a person can read.
+comparison options, tie handling, containment); a database where the gold fails, or where its
+result is not determined (a LIMIT cutting through a tie), is not counted. The first database
+where the prediction fails is shrunk towards the few rows that still tell the two queries apart
+(within `SHRINK_BUDGET` runs), so that a failure shows a counterexample a person can read.
 
 Only predictions that passed on the case's own database are checked here: a prediction that
 fails there fails anyway, and its neighbours would only cost time.
@@ -138,6 +139,8 @@ def _judge_on(predicted: str, database: OtherDatabase, rules: JudgingRules, limi
     try:
         gold = run_gold(rules.golds, engine, limits, dialect=rules.dialect, order=rules.order,
                         spider_compat=rules.spider_compat, compare=rules.compare)
+        if gold.warnings:  # the gold's own answer is not determined there (a LIMIT cutting a tie the
+            return None  # neighbour's duplicated values made): it cannot tell a right prediction from a wrong one
         return gold, judge(predicted, gold, engine, limits, dialect=rules.predicted_dialect or rules.dialect, compare=rules.compare,
                            spider_compat=rules.spider_compat)
     except (GoldError, EngineError):
