@@ -171,15 +171,20 @@ def test_neighbour_verdicts_are_the_same_under_xdist(pytester: pytest.Pytester) 
     assert one["summary"]["neighbours"]["caught"] == 2
 
 
-def test_a_database_where_the_gold_is_not_determined_is_not_counted(tmp_path: Path) -> None:
-    """`ORDER BY price DESC LIMIT 1` against `= (SELECT max(price))`: the same on the case's database;
-    on shop_2.sqlite two items share the top price, so the gold's own answer is the database's
-    choice there, and that database cannot tell a right prediction from a wrong one."""
-    case = _case(tmp_path, "SELECT name FROM item ORDER BY price DESC LIMIT 1",
-                 "SELECT name FROM item WHERE price = (SELECT max(price) FROM item)")
+@pytest.mark.parametrize(("predicted", "verdict", "neighbours"), [
+    # all the tied rows: right under one reading of the gold; that database is not counted
+    ("SELECT name FROM item WHERE price = (SELECT max(price) FROM item)", Verdict.PASS, {"checked": 1, "failed": 0}),
+    # a row outside the tie: wrong under every reading; counted
+    ("SELECT name FROM item ORDER BY id DESC LIMIT 1", Verdict.MISMATCH, {"checked": 2, "failed": 2}),
+])
+def test_a_database_where_the_gold_is_not_determined_counts_only_certain_failures(
+        tmp_path: Path, predicted: str, verdict: Verdict, neighbours: dict[str, int]) -> None:
+    """`ORDER BY price DESC LIMIT 1` on shop_2.sqlite, where two items share the top price: the
+    gold's own answer is the database's choice there."""
+    case = _case(tmp_path, "SELECT name FROM item ORDER BY price DESC LIMIT 1", predicted)
     (tmp_path / "db" / "shop" / "shop_2.sqlite").unlink()
     _db(tmp_path / "db" / "shop" / "shop_2.sqlite", [(1, "pen", 9.0), (2, "ink", 9.0), (3, "mug", 2.0)])
     _db(tmp_path / "db" / "shop" / "shop_3.sqlite", [(1, "pen", 9.0), (2, "ink", 8.0)])
     outcome = Pipeline(RunOptions()).evaluate(case, LABEL)
-    assert outcome.result.verdict is Verdict.PASS
-    assert outcome.result.neighbours == {"checked": 1, "failed": 0}
+    assert outcome.result.verdict is verdict
+    assert outcome.result.neighbours == neighbours

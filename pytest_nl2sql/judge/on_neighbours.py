@@ -5,8 +5,9 @@ The other databases are either generated neighbours (`pytest_nl2sql.neighbours`:
 derived from the case's own, its gold's literals and the values next to them, duplicates, NULLs)
 or, when a case's `database` names a folder (the official test-suite layout), the folder's other
 databases. Each is judged exactly as the case's own database is (`run_gold`, `judge`: same
-comparison options, tie handling, containment); a database where the gold fails, or where its
-result is not determined (a LIMIT cutting through a tie), is not counted. The first database
+comparison options, tie handling, containment); a database where the gold fails is not counted,
+nor one where the gold's answer is not determined (a LIMIT cutting a tie) unless the prediction is
+wrong under every reading of it. The first database
 where the prediction fails is shrunk towards the few rows that still tell the two queries apart
 (within `SHRINK_BUDGET` runs), so that a failure shows a counterexample a person can read.
 
@@ -29,6 +30,7 @@ from sqlglot.tokens import TokenType
 
 from pytest_nl2sql.engines.base import Engine, EngineError, Limits
 from pytest_nl2sql.engines.url import EngineKind
+from pytest_nl2sql.judge.compare import CompareOptions, compare_results
 from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
 from pytest_nl2sql.vocab import Verdict
 
@@ -139,14 +141,44 @@ def _judge_on(predicted: str, database: OtherDatabase, rules: JudgingRules, limi
     try:
         gold = run_gold(rules.golds, engine, limits, dialect=rules.dialect, order=rules.order,
                         spider_compat=rules.spider_compat, compare=rules.compare)
-        if gold.warnings:  # the gold's own answer is not determined there (a LIMIT cutting a tie the
-            return None  # neighbour's duplicated values made): it cannot tell a right prediction from a wrong one
-        return gold, judge(predicted, gold, engine, limits, dialect=rules.predicted_dialect or rules.dialect, compare=rules.compare,
-                           spider_compat=rules.spider_compat)
+        judgement = judge(predicted, gold, engine, limits, dialect=rules.predicted_dialect or rules.dialect,
+                          compare=rules.compare, spider_compat=rules.spider_compat)
     except (GoldError, EngineError):
         return None
     finally:
         engine.close()
+    if not gold.warnings or judgement.verdict is Verdict.PASS:
+        return gold, judgement
+    # The gold's own answer is not determined there (its LIMIT cuts a tie the neighbour's duplicated
+    # values made, or it has a LIMIT without ORDER BY). Counted only when the prediction is wrong
+    # under any reading of the gold: it misses a row the gold determines, or shows a row that is
+    # neither the gold's nor tied with it (`= (SELECT max(x))` for `ORDER BY x DESC LIMIT 1` passes).
+    if not all(gold.ties_of(i) is not None and gold.ties_of(i).cut for i in range(len(gold.results))):
+        return None
+    if judgement.result is not None and _right_under_some_tie(gold, judgement.result.rows, rules):
+        return None
+    return gold, judgement
+
+
+def _right_under_some_tie(gold: GoldOutcome, rows: list[tuple[Any, ...]], rules: JudgingRules) -> bool:
+    """The prediction holds every row a gold determines and nothing outside that gold's rows and
+    the rows tied with them (each tested up to a column permutation, as multisets)."""
+    subset = CompareOptions.from_mapping({**rules.compare, "mode": "subset"})
+    for index, result in enumerate(gold.results):
+        groups = gold.ties_of(index)
+        assert groups is not None
+        determined, allowed, at = [], list(result.rows), 0
+        for size, spare in zip(groups.sizes, groups.spare):
+            if not spare:
+                determined += result.rows[at:at + size]
+            allowed += spare
+            at += size
+        width, mine = len(result.columns), len(rows[0]) if rows else len(result.columns)
+        covers = compare_results(determined, rows, False, subset, gold_columns=width, pred_columns=mine)
+        within = compare_results(rows, allowed, False, subset, gold_columns=mine, pred_columns=width)
+        if covers.match and within.match:
+            return True
+    return False
 
 
 def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRules, limits: Limits,
