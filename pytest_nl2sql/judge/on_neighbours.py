@@ -34,8 +34,8 @@ from pytest_nl2sql.judge.compare import CompareOptions, compare_results
 from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
 from pytest_nl2sql.vocab import Verdict
 
-SHRINK_BUDGET = 12  # runs of gold + prediction spent shrinking a counterexample (~1 ms each; a run may fail
-# thousands of predictions on neighbours, and each failure is shrunk)
+SHRINK_BUDGET = 6  # runs of gold + prediction spent shrinking a counterexample (~1 ms each: a run may fail
+# hundreds of predictions on neighbours only, and each failure is shrunk)
 FOLDER_SUFFIXES = {EngineKind.SQLITE: (".sqlite", ".sqlite3", ".db"), EngineKind.DUCKDB: (".duckdb",)}
 
 

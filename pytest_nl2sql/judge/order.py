@@ -11,11 +11,14 @@ rather than building a syntax tree: the answer is the same and it costs a fracti
 
 from __future__ import annotations
 
+import functools
+
 import sqlglot
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of the text: a gold is asked again on every neighbour
 def has_top_level_order_by(sql: str, dialect: str | None = None) -> bool:
     """True iff the (first) statement of `sql` has an ORDER BY that applies to its result.
 
