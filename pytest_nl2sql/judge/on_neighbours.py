@@ -187,7 +187,7 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
     both results on the cut-down database. Without a shrinker, the tables the queries read."""
     if shrink is None:
         return failure
-    tables = tables_read(list(rules.golds) + [predicted], rules.dialect)
+    tables = [*dict.fromkeys(name for sql in (*rules.golds, predicted) for name in tables_read(sql, rules.dialect))]
     last: list[tuple[GoldOutcome, Judgement]] = []
 
     def differs(path: Path) -> bool:
@@ -234,20 +234,16 @@ _EXACT_TOKENS = frozenset({TokenType.STRING, TokenType.NATIONAL_STRING, TokenTyp
                            TokenType.BYTE_STRING, TokenType.RAW_STRING})
 
 
-def tables_read(queries: Sequence[str], dialect: str | None) -> list[str]:
-    """The tables the queries read (CTE names excluded), in first-seen order."""
-    names: dict[str, None] = {}
-    for sql in queries:
-        try:
-            tree = sqlglot.parse_one(sql, read=dialect)
-        except (SqlglotError, RecursionError):
-            continue
-        if tree is None:
-            continue
-        ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-        for table in tree.find_all(exp.Table):
-            if table.name and table.name.lower() not in ctes:
-                names.setdefault(table.name, None)
-    return list(names)
+@functools.lru_cache(maxsize=2048)  # a pure function of its text: a gold is read for each of its failures
+def tables_read(sql: str, dialect: str | None) -> tuple[str, ...]:
+    """The tables a query reads (CTE names excluded), in first-seen order."""
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except (SqlglotError, RecursionError):
+        return ()
+    if tree is None:
+        return ()
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    return tuple(dict.fromkeys(t.name for t in tree.find_all(exp.Table) if t.name and t.name.lower() not in ctes))
 
 
