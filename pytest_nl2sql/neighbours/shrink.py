@@ -90,18 +90,15 @@ class _Shrinker:
             path.unlink(missing_ok=True)
 
     def shrink(self, read: frozenset[str] | None = None) -> list[Item]:
-        """The rows left after delta debugging. `read`: the tables the queries read (lower case);
-        the first attempt drops every other table's rows at once, which rarely matter."""
+        """The rows left after delta debugging, starting from the whole neighbour (on which the
+        queries differ: the caller has just seen them differ there). `read`: the tables the queries
+        read (lower case); the first attempt drops every other table's rows at once."""
         items = [(t.name, i) for t in self.schema.tables for i in range(len(self.rows[t.name]))]
         if read is not None:
             unread = self.closure({item for item in items if item[0].lower() not in read})
             trial = [item for item in items if item not in unread]
             if unread and self.still_differs(trial):
                 items = trial
-            elif not self.still_differs(items):
-                return items
-        elif not self.still_differs(items):
-            return items
         chunk = max(1, len(items) // 2)
         while self.attempts < self.budget:
             progress = False
@@ -124,7 +121,8 @@ class _Shrinker:
 def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, tables: Sequence[str] | None = None,
                           budget: int = 200) -> Counterexample:
     """The neighbour's rows cut down, while `differs(path)` stays True, until no single row can go
-    or `budget` calls of `differs` are spent; the rows of `tables` (or of every non-empty table)."""
+    or `budget` calls of `differs` are spent; the rows of `tables` (or of every non-empty table).
+    `differs` must be True on the neighbour itself (it is not asked again)."""
     schema, rows = _read(Path(neighbour.path))
     wanted = frozenset(name.lower() for name in tables) if tables is not None else None
     with tempfile.TemporaryDirectory(prefix="nl2sql-shrink-") as folder:
