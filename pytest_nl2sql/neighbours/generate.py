@@ -741,18 +741,7 @@ def create_sqlite(schema: Schema, rows: Rows, target: str | Path) -> tuple[sqlit
         connection.execute("BEGIN")
         for table in schema.tables:
             connection.execute(table.create_sql)
-        kept: Rows = {}
-        for table in topological(schema):
-            names = ", ".join(quote(c.name) for c in table.columns)
-            marks = ", ".join("?" * len(table.columns))
-            insert = f"INSERT INTO {quote(table.name)} ({names}) VALUES ({marks})"
-            kept[table.name] = []
-            for row in rows[table.name]:
-                try:
-                    connection.execute(insert, row)
-                except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, OverflowError):
-                    continue
-                kept[table.name].append(row)
+        kept = _insert_rows(connection, schema, rows, (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, OverflowError))
         for sql in schema.extra_sql:
             try:
                 connection.execute(sql)
@@ -765,6 +754,24 @@ def create_sqlite(schema: Schema, rows: Rows, target: str | Path) -> tuple[sqlit
     return connection, kept
 
 
+def _insert_rows(connection: Any, schema: Schema, rows: Rows, refused: tuple[type[BaseException], ...]) -> Rows:
+    """Insert the rows parents first; a row the database refuses (`refused`: a constraint it
+    checks that ours missed) is left out. Returns the rows kept."""
+    kept: Rows = {}
+    for table in topological(schema):
+        names = ", ".join(quote(c.name) for c in table.columns)
+        marks = ", ".join("?" * len(table.columns))
+        insert = f"INSERT INTO {quote(table.name)} ({names}) VALUES ({marks})"
+        kept[table.name] = []
+        for row in rows[table.name]:
+            try:
+                connection.execute(insert, list(row))
+            except refused:
+                continue
+            kept[table.name].append(row)
+    return kept
+
+
 def create_duckdb(schema: Schema, rows: Rows, target: str | Path) -> tuple[Any, Rows]:
     import duckdb
 
@@ -772,18 +779,7 @@ def create_duckdb(schema: Schema, rows: Rows, target: str | Path) -> tuple[Any, 
     try:
         for table in schema.tables:
             connection.execute(table.create_sql)
-        kept: Rows = {}
-        for table in topological(schema):
-            names = ", ".join(quote(c.name) for c in table.columns)
-            marks = ", ".join("?" * len(table.columns))
-            insert = f"INSERT INTO {quote(table.name)} ({names}) VALUES ({marks})"
-            kept[table.name] = []
-            for row in rows[table.name]:
-                try:
-                    connection.execute(insert, list(row))
-                except duckdb.Error:
-                    continue
-                kept[table.name].append(row)
+        kept = _insert_rows(connection, schema, rows, (duckdb.Error,))
         for sql in schema.extra_sql:
             try:
                 connection.execute(sql)

@@ -206,14 +206,7 @@ class SqliteSource:
 
     def rows_matching(self, table: Table, columns: Sequence[str], values: Sequence[tuple[Any, ...]], limit: int) -> list[tuple[Any, ...]]:
         """Rows whose `columns` equal one of the `values` tuples (parents of sampled children)."""
-        if not values:
-            return []
-        names = ", ".join(quote(c.name) for c in table.columns)
-        condition = " AND ".join(f"{quote(c)} = ?" for c in columns)
-        found: list[tuple[Any, ...]] = []
-        for value in values[:limit]:
-            found.extend(self.connection.execute(f"SELECT {names} FROM {quote(table.name)} WHERE {condition} LIMIT 1", value).fetchall())
-        return found
+        return rows_matching(self.connection, table, columns, values, limit)
 
 
 def _is_unique_index(connection: sqlite3.Connection, table: str, index: str) -> bool:
@@ -308,14 +301,20 @@ class DuckdbSource:
         return [seen[key] for key in sorted(seen)][:count]
 
     def rows_matching(self, table: Table, columns: Sequence[str], values: Sequence[tuple[Any, ...]], limit: int) -> list[tuple[Any, ...]]:
-        if not values:
-            return []
-        names = ", ".join(quote(c.name) for c in table.columns)
-        condition = " AND ".join(f"{quote(c)} = ?" for c in columns)
-        found: list[tuple[Any, ...]] = []
-        for value in values[:limit]:
-            found.extend(self.connection.execute(f"SELECT {names} FROM {quote(table.name)} WHERE {condition} LIMIT 1", list(value)).fetchall())
-        return found
+        """Rows whose `columns` equal one of the `values` tuples (parents of sampled children)."""
+        return rows_matching(self.connection, table, columns, values, limit)
+
+
+def rows_matching(connection: Any, table: Table, columns: Sequence[str], values: Sequence[tuple[Any, ...]],
+                  limit: int) -> list[tuple[Any, ...]]:
+    """One row of `table` for each of (at most `limit` of) the `values` of `columns` (a sqlite3 or
+    a duckdb connection: both take a list of parameters)."""
+    names = ", ".join(quote(c.name) for c in table.columns)
+    condition = " AND ".join(f"{quote(c)} = ?" for c in columns)
+    found: list[tuple[Any, ...]] = []
+    for value in values[:limit]:
+        found.extend(connection.execute(f"SELECT {names} FROM {quote(table.name)} WHERE {condition} LIMIT 1", list(value)).fetchall())
+    return found
 
 
 def open_source(path: Path, kind: str) -> SqliteSource | DuckdbSource:
