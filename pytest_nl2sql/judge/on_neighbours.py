@@ -198,11 +198,20 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
         return True
 
     try:
-        found = shrink(_as_neighbour(failure.database), differs, tables=tables or None, budget=SHRINK_BUDGET)
+        found = shrink(_as_neighbour(failure.database), differs, tables=tables or None, budget=SHRINK_BUDGET,
+                       hints=_differing_values(failure.judgement))
     except (OSError, EngineError, SqlglotError, ValueError):
         return failure
     gold, judgement = last[-1] if last else (failure.gold, failure.judgement)
     return NeighbourFailure(failure.database, judgement, gold, tuple(found.tables), shrunk=bool(last))
+
+
+def _differing_values(judgement: Judgement) -> tuple[Any, ...]:
+    """The values of the result rows that differ (missing from the prediction, or unexpected)."""
+    comparison = judgement.comparison
+    if comparison is None:
+        return ()
+    return tuple(v for row in (*comparison.missing, *comparison.extra) for v in row)
 
 
 def _as_neighbour(database: OtherDatabase) -> Any:

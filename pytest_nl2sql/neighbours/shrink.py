@@ -75,6 +75,29 @@ class _Shrinker:
                 return removed
             removed |= more
 
+    def with_parents(self, kept: set[Item]) -> set[Item]:
+        """The kept rows plus every row they point at (foreign keys), so the rows stay valid."""
+        kept = set(kept)
+        while True:
+            more = set()
+            for table in self.schema.tables:
+                for fk in table.foreign_keys:
+                    found = parent_columns(self.schema, fk)
+                    if found is None:
+                        continue
+                    parent, referenced = found
+                    positions = [table.position(c) for c in fk.columns]
+                    wanted = {tuple(self.rows[table.name][i][p] for p in positions) for t, i in kept if t == table.name}
+                    if not wanted:
+                        continue
+                    where = [parent.position(c) for c in referenced]
+                    for i, row in enumerate(self.rows[parent.name]):
+                        if (parent.name, i) not in kept and tuple(row[p] for p in where) in wanted:
+                            more.add((parent.name, i))
+            if not more:
+                return kept
+            kept |= more
+
     def still_differs(self, kept: list[Item]) -> bool:
         if self.attempts >= self.budget:
             return False
@@ -89,15 +112,23 @@ class _Shrinker:
         finally:
             path.unlink(missing_ok=True)
 
-    def shrink(self, read: frozenset[str] | None = None) -> list[Item]:
+    def shrink(self, read: frozenset[str] | None = None, hints: frozenset[Any] = frozenset()) -> list[Item]:
         """The rows left after delta debugging, starting from the whole neighbour (on which the
         queries differ: the caller has just seen them differ there). `read`: the tables the queries
-        read (lower case); the first attempt drops every other table's rows at once."""
+        read (lower case); the first attempt drops every other table's rows at once. `hints`: values
+        of the result rows that differ; the next attempt keeps only the rows holding one of them
+        (and the rows they point at), which is often the whole story in one step."""
         items = [(t.name, i) for t in self.schema.tables for i in range(len(self.rows[t.name]))]
         if read is not None:
             unread = self.closure({item for item in items if item[0].lower() not in read})
             trial = [item for item in items if item not in unread]
             if unread and self.still_differs(trial):
+                items = trial
+        if hints:
+            hinted = {(t, i) for t, i in items if any(_hashable(v) in hints for v in self.rows[t][i])}
+            kept = self.with_parents(hinted) if hinted else set()
+            trial = [item for item in items if item in kept]
+            if trial and len(trial) < len(items) and self.still_differs(trial):
                 items = trial
         chunk = max(1, len(items) // 2)
         while self.attempts < self.budget:
@@ -118,15 +149,20 @@ class _Shrinker:
         return items
 
 
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, bytes)) else repr(value)
+
+
 def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, tables: Sequence[str] | None = None,
-                          budget: int = 200) -> Counterexample:
+                          budget: int = 200, hints: Sequence[Any] = ()) -> Counterexample:
     """The neighbour's rows cut down, while `differs(path)` stays True, until no single row can go
     or `budget` calls of `differs` are spent; the rows of `tables` (or of every non-empty table).
     `differs` must be True on the neighbour itself (it is not asked again)."""
     schema, rows = _read(Path(neighbour.path))
     wanted = frozenset(name.lower() for name in tables) if tables is not None else None
     with tempfile.TemporaryDirectory(prefix="nl2sql-shrink-") as folder:
-        kept = set(_Shrinker(schema, rows, differs, Path(folder), budget).shrink(wanted))
+        found = frozenset(_hashable(v) for v in hints if v is not None)
+        kept = set(_Shrinker(schema, rows, differs, Path(folder), budget).shrink(wanted, found))
     result = []
     for table in schema.tables:
         remaining = tuple(r for i, r in enumerate(rows[table.name]) if (table.name, i) in kept)
