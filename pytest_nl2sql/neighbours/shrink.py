@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,51 +52,40 @@ class _Shrinker:
         self.attempts = 0
         self.suffix = "sqlite" if schema.kind == "sqlite" else "duckdb"
 
-    def closure(self, removed: set[Item]) -> set[Item]:
-        """The removed rows plus every row that points at a removed row (foreign keys)."""
-        removed = set(removed)
+    def _links(self) -> Iterator[tuple[str, list[int], str, list[int]]]:
+        """(child table, its foreign key's positions, parent table, the referenced positions)."""
+        for table in self.schema.tables:
+            for fk in table.foreign_keys:
+                found = parent_columns(self.schema, fk)
+                if found is not None:
+                    parent, referenced = found
+                    yield (table.name, [table.position(c) for c in fk.columns],
+                           parent.name, [parent.position(c) for c in referenced])
+
+    def _grown(self, start: set[Item], towards_children: bool) -> set[Item]:
+        """`start` plus, until nothing changes, the rows that point at its rows (children) or the
+        rows its rows point at (parents)."""
+        rows = set(start)
         while True:
             more = set()
-            for table in self.schema.tables:
-                for fk in table.foreign_keys:
-                    found = parent_columns(self.schema, fk)
-                    if found is None:
-                        continue
-                    parent, referenced = found
-                    gone = {tuple(self.rows[parent.name][i][parent.position(c)] for c in referenced)
-                            for t, i in removed if t == parent.name}
-                    if not gone:
-                        continue
-                    positions = [table.position(c) for c in fk.columns]
-                    for i, row in enumerate(self.rows[table.name]):
-                        if (table.name, i) not in removed and tuple(row[p] for p in positions) in gone:
-                            more.add((table.name, i))
+            for child, child_at, parent, parent_at in self._links():
+                source, source_at, target, target_at = (
+                    (parent, parent_at, child, child_at) if towards_children else (child, child_at, parent, parent_at))
+                keys = {tuple(self.rows[source][i][p] for p in source_at) for t, i in rows if t == source}
+                if keys:
+                    more |= {(target, i) for i, row in enumerate(self.rows[target])
+                             if (target, i) not in rows and tuple(row[p] for p in target_at) in keys}
             if not more:
-                return removed
-            removed |= more
+                return rows
+            rows |= more
+
+    def closure(self, removed: set[Item]) -> set[Item]:
+        """The removed rows plus every row that points at a removed row (foreign keys)."""
+        return self._grown(removed, towards_children=True)
 
     def with_parents(self, kept: set[Item]) -> set[Item]:
         """The kept rows plus every row they point at (foreign keys), so the rows stay valid."""
-        kept = set(kept)
-        while True:
-            more = set()
-            for table in self.schema.tables:
-                for fk in table.foreign_keys:
-                    found = parent_columns(self.schema, fk)
-                    if found is None:
-                        continue
-                    parent, referenced = found
-                    positions = [table.position(c) for c in fk.columns]
-                    wanted = {tuple(self.rows[table.name][i][p] for p in positions) for t, i in kept if t == table.name}
-                    if not wanted:
-                        continue
-                    where = [parent.position(c) for c in referenced]
-                    for i, row in enumerate(self.rows[parent.name]):
-                        if (parent.name, i) not in kept and tuple(row[p] for p in where) in wanted:
-                            more.add((parent.name, i))
-            if not more:
-                return kept
-            kept |= more
+        return self._grown(kept, towards_children=False)
 
     def still_differs(self, kept: list[Item]) -> bool:
         if self.attempts >= self.budget:
