@@ -34,7 +34,7 @@ from pytest_nl2sql.judge.compare import CompareOptions, compare_results
 from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
 from pytest_nl2sql.vocab import Verdict
 
-SHRINK_BUDGET = 6  # runs of gold + prediction spent shrinking a counterexample (~1 ms each: a run may fail
+SHRINK_BUDGET = 4  # runs of gold + prediction spent shrinking a counterexample (~1 ms each: a run may fail
 # hundreds of predictions on neighbours only, and each failure is shrunk)
 FOLDER_SUFFIXES = {EngineKind.SQLITE: (".sqlite", ".sqlite3", ".db"), EngineKind.DUCKDB: (".duckdb",)}
 
