@@ -120,6 +120,7 @@ class Pipeline:
     _ddl: dict[int, str] = field(default_factory=dict)
     _hardness: dict[tuple[Path, str], str | None] = field(default_factory=dict)
     _namers: dict[tuple[tuple[str, str], ...], ColumnNamer] = field(default_factory=dict)
+    _folders: dict[str, DatabaseFolder | None] = field(default_factory=dict)
     _neighbour_cache: Any = None  # pytest_nl2sql.neighbours.NeighbourCache, made on first use
     _duckdb_worker: Any = None  # one DuckDB worker for the short-lived engines of DuckDB neighbours
 
@@ -226,13 +227,13 @@ class Pipeline:
             return CaseOutcome(result, explain.gold_error_text(case, label.file, reason or str(e)))
         result_file = prediction.value if isinstance(prediction.value, PredictedResult) else None
         predicted_sql = None if result_file else (prediction.value if isinstance(prediction.value, str) else _plain(prediction.value))
-        beyond = (self._check_beyond(case, predicted_sql, prediction.dialect or case.written_in, engine)
+        predicted_in = prediction.dialect or case.written_in
+        beyond = (self._check_beyond(case, predicted_sql, predicted_in, engine)
                   if judgement.verdict is Verdict.PASS and predicted_sql else None)
         failure = beyond.failure if beyond is not None else None
         if failure is not None:
             judgement = dataclasses.replace(judgement, verdict=Verdict.MISMATCH, reason=Reason.NEIGHBOUR.value)
-        in_sqlite = (prediction.dialect or case.written_in) == EngineKind.SQLITE.value  # Spider's parser reads SQLite SQL
-        exact = self._exact_match(case, predicted_sql) if judgement.verdict is not Verdict.PREDICTOR_ERROR and in_sqlite else None
+        exact = self._exact_match(case, predicted_sql, predicted_in) if judgement.verdict is not Verdict.PREDICTOR_ERROR else None
         soft, near = self._soft_scores(case, judgement, gold), self._near_miss(case, judgement, gold)
         efficiency = self._efficiency(case, judgement, gold, engine) if judgement.verdict is Verdict.PASS else None
         result = self._result(
@@ -241,7 +242,7 @@ class Pipeline:
             fingerprint=judgement.fingerprint, latency=prediction.latency,
             diff=explain.neighbour_diff_json(failure) if failure else explain.diff_json(judgement, gold),
             extra=prediction.report_fields(), neighbours=beyond.to_json() if beyond is not None else None,
-            gold_warnings=tuple(getattr(gold, "warnings", ())),
+            gold_warnings=gold.warnings,
             soft_scores=soft.to_json() if soft else None, near_miss=near.value if near else None,
             predicted_result=_shown_path(result_file.path, case) if result_file else None,
             execution_time=efficiency.to_json() if efficiency else None,
@@ -257,35 +258,23 @@ class Pipeline:
 
     # --- beyond the case's own database -----------------------------------------------------
 
-    def neighbour_count(self, case: Case) -> int:
-        """Generated neighbours for a case: its `neighbours` key, else the run's; none in Spider mode."""
-        if self.spider_mode(case):
-            return 0
-        return self._wanted(case)
-
-    def _wanted(self, case: Case) -> int:
-        return case.neighbours if case.neighbours is not None else self.options.neighbours
-
     def _beyond_plan(self, case: Case, engine: Engine) -> tuple[DatabaseFolder | None, int]:
         """(the case's folder of databases, or None; how many neighbours to generate): what a case
         is judged on besides its own database. Nothing for servers and CSV golds; a folder's other
-        files are used in Spider mode too (the official test-suite layout)."""
-        if self._wanted(case) <= 0 or not case.gold:
+        files are used in Spider mode too (the official test-suite layout), generated ones never."""
+        wanted = case.neighbours if case.neighbours is not None else self.options.neighbours
+        if wanted <= 0 or not case.gold:
             return None, 0
         folder = self._folder(case)
         if folder is not None:
             return folder, 0
         generated = getattr(engine, "path", None) is not None and engine.dialect in (EngineKind.SQLITE.value, EngineKind.DUCKDB.value)
-        return None, self.neighbour_count(case) if generated else 0
+        return None, wanted if generated and not self.spider_mode(case) else 0
 
-    def other_databases(self, case: Case, engine: Engine) -> tuple[OtherDatabase, ...]:
-        """The databases a case is judged on besides its own: a folder's other files, else
-        generated neighbours of its SQLite or DuckDB file."""
-        folder, count = self._beyond_plan(case, engine)
+    def _other_databases(self, case: Case, engine: Engine, folder: DatabaseFolder | None, count: int) -> tuple[OtherDatabase, ...]:
+        """The databases of `_beyond_plan`: a folder's other files, else generated neighbours."""
         if folder is not None:
             return tuple(OtherDatabase(p, on_neighbours.kind_of_file(p), p.name) for p in folder.others)
-        if count <= 0:
-            return ()
         neighbours = self.neighbour_cache().neighbours_for(
             Path(engine.path), case.gold, count, dialect=case.written_in, kind=engine.dialect)  # type: ignore[attr-defined]
         return tuple(
@@ -301,7 +290,7 @@ class Pipeline:
             return None
         if predicted_in == case.written_in and on_neighbours.same_query(predicted, case.gold, case.written_in):
             return NeighbourCheck(0, 0)
-        databases = self.other_databases(case, engine)
+        databases = self._other_databases(case, engine, folder, count)
         if not databases:
             return None
         rules = JudgingRules(case.gold, case.written_in, case.order, case.compare or {}, self.spider_mode(case), predicted_in)
@@ -330,12 +319,15 @@ class Pipeline:
         return self._neighbour_cache
 
     def _folder(self, case: Case) -> DatabaseFolder | None:
-        """The case's `database` when it names a folder of databases (the official test-suite layout)."""
+        """The case's `database` when it names a folder of databases (the official test-suite
+        layout); looked at once per target (every case asks for its engine twice)."""
         target = None if self.options.dsn else case.database_target
         if not target or "://" in target:
             return None
-        path = Path(target)
-        return DatabaseFolder.read(path) if path.is_dir() else None
+        if target not in self._folders:
+            path = Path(target)
+            self._folders[target] = DatabaseFolder.read(path) if path.is_dir() else None
+        return self._folders[target]
 
     def _efficiency(self, case: Case, judgement: Judgement, gold: GoldOutcome, engine: Engine) -> Efficiency | None:
         """The right prediction's time against its gold's (BIRD's R-VES); never part of the verdict."""
@@ -422,9 +414,11 @@ class Pipeline:
         places.append("the case has no `predicted` or `predicted_result`")
         return "no prediction for this case (" + "; ".join(places) + ")"
 
-    def _exact_match(self, case: Case, predicted: Any) -> Any:
-        """Spider exact-set match, for SQL cases whose schema is known and whose gold the parser reads."""
-        if not case.gold or not isinstance(predicted, str) or case.written_in != "sqlite":
+    def _exact_match(self, case: Case, predicted: Any, predicted_in: str) -> Any:
+        """Spider exact-set match, for SQL cases whose schema is known and whose gold and prediction
+        are SQLite SQL (what Spider's parser reads)."""
+        sqlite = EngineKind.SQLITE.value
+        if not case.gold or not isinstance(predicted, str) or case.written_in != sqlite or predicted_in != sqlite:
             return None
         schema = self.spider_schema(case)
         if schema is None:
