@@ -109,6 +109,73 @@ class JudgingRules:
     predicted_dialect: str | None = None  # of the prediction, when not the golds' (a hook writes for the engine)
 
 
+@dataclass(frozen=True)
+class GeneratedNeighbours:
+    """Neighbours to generate from a case's database (or read from the cache)."""
+
+    source: Path
+    source_hash: str  # `NeighbourCache.source_hash` of the source (hashed once per run)
+    golds: tuple[str, ...]
+    count: int
+    dialect: str
+    kind: EngineKind
+    cache_dir: Path
+
+
+@dataclass(frozen=True)
+class BeyondWork:
+    """One passing prediction to judge beyond its database, in plain values: `run` needs nothing
+    else, so it can run in the pipeline's helper process as well as in pytest's."""
+
+    predicted: str
+    rules: JudgingRules
+    limits: Limits
+    databases: tuple[OtherDatabase, ...] = ()  # a folder's other files
+    generated: GeneratedNeighbours | None = None
+
+    @property
+    def sqlite_only(self) -> bool:
+        """Every database is SQLite (opened by `open_sqlite`, with no per-process state)."""
+        kinds = {d.kind for d in self.databases} | ({self.generated.kind} if self.generated else set())
+        return kinds <= {EngineKind.SQLITE}
+
+
+def run(work: BeyondWork, open_engine: Callable[[OtherDatabase], Engine], cache: Any = None) -> NeighbourCheck | None:
+    """`check` on the work's databases (generated ones made or read first, with `cache`, a
+    `NeighbourCache`, when the caller keeps one); None when there is none. The gold's own text
+    (token for token) is not run: it matches wherever the gold runs, so nothing is generated."""
+    rules = work.rules
+    if rules.predicted_dialect in (None, rules.dialect) and same_query(work.predicted, rules.golds, rules.dialect):
+        return NeighbourCheck(0, 0)
+    databases, shrink = work.databases, None
+    if work.generated is not None:
+        from pytest_nl2sql.neighbours import NeighbourCache, shrink_counterexample
+
+        wanted = work.generated
+        cache = cache or NeighbourCache(wanted.cache_dir)
+        neighbours = cache.neighbours_for(wanted.source, wanted.golds, wanted.count, dialect=wanted.dialect,
+                                          kind=wanted.kind.value, source_hash=wanted.source_hash)
+        databases = tuple(OtherDatabase(n.path, wanted.kind, f"neighbour {n.index + 1} of {len(neighbours)} ({n.note})")
+                          for n in neighbours)
+        shrink = shrink_counterexample
+    if not databases:
+        return None
+    return check(work.predicted, databases, work.rules, work.limits, open_engine, shrink=shrink)
+
+
+def open_sqlite(database: OtherDatabase) -> Engine:
+    """A short-lived engine on one other SQLite database (never written: neighbours are cached
+    files, a folder's files belong to the user)."""
+    from pytest_nl2sql.engines.sqlite import SqliteEngine
+
+    return SqliteEngine(database.path, immutable=True)
+
+
+def run_sqlite(work: BeyondWork) -> NeighbourCheck | None:
+    """`run` for SQLite databases: what the helper process is given."""
+    return run(work, open_sqlite)
+
+
 def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRules, limits: Limits,
           open_engine: Callable[[OtherDatabase], Engine], *, shrink: Callable[..., Any] | None = None) -> NeighbourCheck:
     """Judge `predicted` on every database of `databases`; shrink the first failure (`shrink`:
