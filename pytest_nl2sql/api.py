@@ -17,7 +17,6 @@ from pytest_nl2sql.engines import DatabaseMissing, open_engine, probe
 from pytest_nl2sql.engines.base import EngineError, Limits, text_errors_for
 from pytest_nl2sql.gate.baseline import load_baseline
 from pytest_nl2sql.gate.run import engine_label
-from pytest_nl2sql.judge import helper
 from pytest_nl2sql.judge.execute import GoldError, judge, run_gold
 from pytest_nl2sql.judge.pipeline import DEFAULT_NEIGHBOURS, CaseLabel, Pipeline, RunOptions, relative_name
 from pytest_nl2sql.metrics.soft import synonyms_from
@@ -146,14 +145,10 @@ def evaluate_suite(
     if misaligned:
         raise ValueError(misaligned)
     file = relative_name(path, rootdir if rootdir is not None else Path.cwd())
-    labels = [CaseLabel(f"{file}::{entry.id}", file, position) for position, entry in enumerate(entries)]
-    if predict is None and helper.wanted(len(entries)):
-        pipeline.start_helper()
     results = []
     try:
-        for position, (entry, label) in enumerate(zip(entries, labels)):
-            for coming in range(position + 1, min(position + 1 + helper.LOOKAHEAD, len(entries))):
-                pipeline.look_ahead(entries[coming], labels[coming])
+        for position, entry in enumerate(entries):
+            label = CaseLabel(f"{file}::{entry.id}", file, position)
             outcome = pipeline.invalid(entry, label) if isinstance(entry, InvalidCase) else pipeline.evaluate(entry, label)
             results.append(outcome.result)
     finally:

@@ -39,16 +39,8 @@ from pytest_nl2sql.judge.execute import (
     run_gold,
     to_engine_sql,
 )
-from pytest_nl2sql.judge.helper import Helper, Ticket
 from pytest_nl2sql.judge.nearmiss import near_miss
-from pytest_nl2sql.judge.on_neighbours import (
-    BeyondWork,
-    DatabaseFolder,
-    GeneratedNeighbours,
-    JudgingRules,
-    NeighbourCheck,
-    OtherDatabase,
-)
+from pytest_nl2sql.judge.on_neighbours import DatabaseFolder, JudgingRules, NeighbourCheck, OtherDatabase
 from pytest_nl2sql.judge.predict import Hook, PredictionOutcome, PredictionRequest, PredictionSource, Predictor
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics import termselection
@@ -111,7 +103,6 @@ class PreparedCase:
     engine: Engine | None = None
     gold: GoldOutcome | None = None
     broken: CaseOutcome | None = None
-    judged: CaseOutcome | None = None  # judged whole already, by the helper process (`look_ahead`)
 
 
 @dataclass
@@ -132,8 +123,6 @@ class Pipeline:
     _folders: dict[str, DatabaseFolder | None] = field(default_factory=dict)
     _neighbour_cache: Any = None  # pytest_nl2sql.neighbours.NeighbourCache, made on first use
     _duckdb_worker: Any = None  # one DuckDB worker for the short-lived engines of DuckDB neighbours
-    helper: Helper | None = None  # a second process judging ahead (`judge/helper.py`); None: all here
-    _ahead: dict[str, Ticket[CaseOutcome | None]] = field(default_factory=dict)  # cases handed to the helper, by node id
 
     @property
     def predictor(self) -> Predictor:
@@ -153,13 +142,6 @@ class Pipeline:
 
     def prepare(self, case: Case, label: CaseLabel, *, engine: Engine | None = None) -> PreparedCase:
         """Open the case's database and run its gold. A case that cannot run comes back `broken`."""
-        ahead = self._ahead.pop(label.nodeid, None)
-        if ahead is not None and self.helper is not None and engine is None:
-            judged = self.helper.take(ahead, lambda: None)  # None: not done there, so done here
-            if judged is not None:
-                broken = judged.broken
-                return PreparedCase(case, label, judged.result.hardness, broken=judged if broken else None,
-                                    judged=None if broken else judged)
         hardness = self.hardness(case)
         if case.is_term_selection:
             return PreparedCase(case, label, hardness)
@@ -181,8 +163,6 @@ class Pipeline:
         prepared case; apply the baseline."""
         if prepared.broken is not None:
             return prepared.broken
-        if prepared.judged is not None and predicted is None and prediction is None:
-            return prepared.judged
         if predicted is not None:
             prediction = PredictionOutcome(predicted, PredictionSource.CASE)
         if prepared.case.is_term_selection:
@@ -291,29 +271,33 @@ class Pipeline:
         generated = getattr(engine, "path", None) is not None and engine.dialect in (EngineKind.SQLITE.value, EngineKind.DUCKDB.value)
         return None, wanted if generated and not self.spider_mode(case) else 0
 
-    def _beyond_work(self, case: Case, predicted: str, predicted_in: str, engine: Engine) -> BeyondWork | None:
-        """What judging a passing prediction beyond its database takes, in plain values; None
-        where there is nothing to judge it on."""
+    def _other_databases(self, case: Case, engine: Engine, folder: DatabaseFolder | None, count: int) -> tuple[OtherDatabase, ...]:
+        """The databases of `_beyond_plan`: a folder's other files, else generated neighbours."""
+        if folder is not None:
+            return tuple(OtherDatabase(p, on_neighbours.kind_of_file(p), p.name) for p in folder.others)
+        neighbours = self.neighbour_cache().neighbours_for(
+            Path(engine.path), case.gold, count, dialect=case.written_in, kind=engine.dialect)  # type: ignore[attr-defined]
+        return tuple(
+            OtherDatabase(n.path, EngineKind(engine.dialect), f"neighbour {n.index + 1} of {len(neighbours)} ({n.note})")
+            for n in neighbours
+        )
+
+    def _check_beyond(self, case: Case, predicted: str, predicted_in: str, engine: Engine) -> NeighbourCheck | None:
+        """A prediction that passed on the case's database, judged on its other databases. The
+        gold's own text is not run again: it matches wherever the gold runs (nothing to generate)."""
         folder, count = self._beyond_plan(case, engine)
         if folder is None and count <= 0:
             return None
-        rules = JudgingRules(case.gold, case.written_in, case.order, case.compare or {}, self.spider_mode(case), predicted_in)
-        if folder is not None:
-            others = tuple(OtherDatabase(p, on_neighbours.kind_of_file(p), p.name) for p in folder.others)
-            return BeyondWork(predicted, rules, self.options.limits, databases=others)
-        source = Path(engine.path)  # type: ignore[attr-defined]
-        try:
-            source_hash = self.neighbour_cache().source_hash(source)
-        except OSError:
+        if predicted_in == case.written_in and on_neighbours.same_query(predicted, case.gold, case.written_in):
+            return NeighbourCheck(0, 0)
+        databases = self._other_databases(case, engine, folder, count)
+        if not databases:
             return None
-        generated = GeneratedNeighbours(source, source_hash, tuple(case.gold), count, case.written_in,
-                                        EngineKind(engine.dialect), self.options.cache_dir or default_cache_dir())
-        return BeyondWork(predicted, rules, self.options.limits, generated=generated)
-
-    def _check_beyond(self, case: Case, predicted: str, predicted_in: str, engine: Engine) -> NeighbourCheck | None:
-        """A prediction that passed on the case's database, judged on its other databases."""
-        work = self._beyond_work(case, predicted, predicted_in, engine)
-        return on_neighbours.run(work, self._open_other, self.neighbour_cache()) if work is not None else None
+        rules = JudgingRules(case.gold, case.written_in, case.order, case.compare or {}, self.spider_mode(case), predicted_in)
+        shrink = None
+        if folder is None:
+            from pytest_nl2sql.neighbours import shrink_counterexample as shrink
+        return on_neighbours.check(predicted, databases, rules, self.options.limits, self._open_other, shrink=shrink)
 
     def _open_other(self, database: OtherDatabase) -> Engine:
         """A short-lived engine for one of a case's other databases (closed after use)."""
@@ -323,7 +307,9 @@ class Pipeline:
             if self._duckdb_worker is None:
                 self._duckdb_worker = new_worker()
             return DuckdbEngine(database.path, worker=self._duckdb_worker)
-        return on_neighbours.open_sqlite(database)
+        from pytest_nl2sql.engines.sqlite import SqliteEngine
+
+        return SqliteEngine(database.path, immutable=True)
 
     def neighbour_cache(self) -> Any:
         if self._neighbour_cache is None:
@@ -437,33 +423,12 @@ class Pipeline:
         schema = self.spider_schema(case)
         if schema is None:
             return None
-        from pytest_nl2sql.metrics.exact import exact_or_none
+        from pytest_nl2sql.metrics.exact import exact_match
 
-        return exact_or_none(case.gold[0], predicted, schema)
-
-    # --- the helper process ----------------------------------------------------------------
-
-    def start_helper(self) -> None:
-        """Start a helper process (`judge/helper.py`) with a pipeline of its own, equal to this one
-        (same options, predictions and baseline; no model: a helper is for runs without one)."""
-        if self.helper is None:
-            try:
-                self.helper = Helper(setup=helper_pipeline, setup_args=(self.options, self.predictions, self.baseline),
-                                     modules=HELPER_MODULES)
-            except Exception:  # noqa: BLE001 - no second process (a sandbox, a value that does not pickle): all here
-                self.helper = None
-
-    def look_ahead(self, case: Case | InvalidCase, label: CaseLabel) -> None:
-        """Hand a coming case to the helper, which judges it whole meanwhile; the case's own
-        `prepare` takes the outcome (or, if the helper has not begun it, judges it here). Every
-        other case: this process judges the ones between (the helper working on the case this
-        process waits for would leave one of the two idle)."""
-        if (self.helper is None or not self.helper.alive or not isinstance(case, Case) or label.position % 3 == 0
-                or label.nodeid in self._ahead):
-            return
-        ticket = self.helper.submit(judge_whole, case, label)
-        if ticket is not None:
-            self._ahead[label.nodeid] = ticket
+        try:
+            return exact_match(case.gold[0], predicted, schema)
+        except (ValueError, RecursionError):
+            return None
 
     # --- term-selection cases --------------------------------------------------------------
 
@@ -591,9 +556,6 @@ class Pipeline:
         return self._hardness[key]
 
     def close(self) -> None:
-        self._ahead.clear()
-        if self.helper is not None:
-            self.helper.close()
         self.engines.close_all()
         if self._duckdb_worker is not None:
             self._duckdb_worker.shutdown()
@@ -659,23 +621,6 @@ BASELINE_NOTES = {
     BaselineStatus.REGRESSION.value: "regression: this case passed in the baseline and fails now",
     BaselineStatus.NEW.value: "new case, not in the baseline: it fails the run until it passes or the baseline is updated",
 }
-
-
-def helper_pipeline(options: RunOptions, predictions: PredictionStore | None, baseline: Baseline | None) -> Pipeline:
-    """The helper process's own pipeline (its databases, caches and neighbour cache)."""
-    return Pipeline(options, predictions=predictions, baseline=baseline)
-
-
-def judge_whole(pipeline: Pipeline, case: Case, label: CaseLabel) -> CaseOutcome:
-    """A case judged whole, in the helper: what a report needs of it (its result and failure
-    text; not the results behind them, which only the `nl2sql` fixture reads)."""
-    outcome = pipeline.evaluate(case, label)
-    return CaseOutcome(outcome.result, outcome.explanation)
-
-
-# imported by the helper before it takes any work
-HELPER_MODULES = ("pytest_nl2sql.neighbours", "pytest_nl2sql.engines.sqlite", "pytest_nl2sql.metrics.exact",
-                  "pytest_nl2sql.metrics.hardness")
 
 
 def _plain(value: Any) -> Any:

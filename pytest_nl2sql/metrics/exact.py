@@ -55,15 +55,6 @@ class ExactMatch:
         return {"match": self.match, "partial": {name: dict(scores) for name, scores in self.partial.items()}}
 
 
-def exact_or_none(gold: str, predicted: str, schema: SpiderSchema) -> ExactMatch | None:
-    """`exact_match`, or None where a query is too much for Spider's parser (a gold it cannot
-    read, nesting too deep). A function of plain values: the pipeline's helper process runs it too."""
-    try:
-        return exact_match(gold, predicted, schema)
-    except (ValueError, RecursionError):
-        return None
-
-
 def exact_match(gold: str, predicted: str, schema: SpiderSchema) -> ExactMatch:
     """Compare ``predicted`` with ``gold`` as the official ``evaluate(..., etype="match")`` does.
 

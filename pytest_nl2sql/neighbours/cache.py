@@ -51,33 +51,29 @@ class NeighbourCache:
         self.generated = 0  # how many keys this object built itself (a cache miss each)
 
     def source_hash(self, source: Path) -> str:
-        info = os.stat(source)  # (the inode names the file however the path is spelled)
-        key = (str(info.st_dev), info.st_size, info.st_mtime_ns, info.st_ino)
+        info = os.stat(source)
+        key = (str(Path(source).resolve()), info.st_size, info.st_mtime_ns, info.st_ino)
         known = self._source_hashes.get(key)
         if known is None:
             known = self._source_hashes[key] = file_digest(Path(source))
         return known
 
-    def key(self, source: Path, golds: Sequence[str], count: int, dialect: str, kind: str,
-            source_hash: str | None = None) -> str:
-        material = json.dumps([self.version, kind, dialect, source_hash or self.source_hash(source), list(golds), count])
+    def key(self, source: Path, golds: Sequence[str], count: int, dialect: str, kind: str) -> str:
+        material = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds), count])
         return hashlib.sha256(material.encode()).hexdigest()
 
     def neighbours_for(self, source: Path, golds: Sequence[str], count: int, *, dialect: str = "sqlite",
-                       kind: str = "sqlite", source_hash: str | None = None) -> tuple[Neighbour, ...]:
-        """`source_hash`: the source's `source_hash`, when the caller knows it (another process,
-        which need not hash the file again)."""
+                       kind: str = "sqlite") -> tuple[Neighbour, ...]:
         source = Path(source)
         if count <= 0 or not source.is_file():
             return ()
-        source_hash = source_hash or self.source_hash(source)
-        key = self.key(source, golds, count, dialect, kind, source_hash)
+        key = self.key(source, golds, count, dialect, kind)
         folder = self.cache_dir / key[:2] / key
         found = self._read(folder)
         if found is not None:
             return found
         # the seed leaves out `count`: asking for more neighbours considers the same candidates
-        seed = json.dumps([self.version, kind, dialect, source_hash, list(golds)]).encode()
+        seed = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds)]).encode()
         built = build_neighbours(source, golds, count, dialect=dialect, kind=kind, seed=seed)
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=folder.parent))

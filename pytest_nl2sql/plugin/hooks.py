@@ -98,7 +98,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     nodes.check_predictions(session)
     if nodes.has_cases(session):  # only in runs of nl2sql cases, not in every suite this plugin is installed for
         gc.freeze()  # the collected items live to the end: the collector need not walk them again and again
-        nodes.start_helper(session)
 
 
 @pytest.hookimpl(tryfirst=True)

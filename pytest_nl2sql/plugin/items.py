@@ -18,7 +18,6 @@ import pytest
 from _pytest._code.code import ExceptionChainRepr, ReprFileLocation, ReprTraceback
 
 from pytest_nl2sql.cases.read import Case, InvalidCase, read_case_file
-from pytest_nl2sql.judge import helper
 from pytest_nl2sql.judge.pipeline import CaseLabel, CaseOutcome, Pipeline, PreparedCase
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.plugin.prefetch import Prefetcher, upcoming
@@ -41,7 +40,6 @@ class RunState:
     pipeline: Pipeline
     usage_problem: str | None = None  # a misconfiguration found at collection, on an xdist worker
     prefetcher: Prefetcher | None = None  # --nl2sql-concurrency > 1
-    begun_until: int = -1  # with a helper: the last item begun ahead (`Pipeline.look_ahead`)
 
 
 STATE_KEY = pytest.StashKey[RunState]()
@@ -113,22 +111,9 @@ class CaseItem(pytest.Item):
             else:
                 if state.prefetcher is not None:
                     state.prefetcher.submit(upcoming(self, self.session, state.prefetcher.ahead))
-                if state.pipeline.helper is not None:
-                    self._look_ahead(state)
                 self.prepared = state.pipeline.prepare(self.entry, self.label)
                 if self.prepared.broken is not None:
                     self._conclude(self.prepared.broken, "setup")
-
-    def _look_ahead(self, state: RunState) -> None:
-        """Begin the next cases not begun yet: the helper works on them meanwhile (no xdist here,
-        so the next items are the session's, in order)."""
-        items = self.session.items
-        end = min(self.collection_index + helper.LOOKAHEAD, len(items) - 1)
-        for index in range(max(self.collection_index, state.begun_until) + 1, end + 1):
-            item = items[index]
-            if isinstance(item, CaseItem):
-                state.pipeline.look_ahead(item.entry, item.label)
-        state.begun_until = max(state.begun_until, end)
 
     def runtest(self) -> None:
         assert self.prepared is not None
@@ -195,17 +180,6 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, (self.line - 1 if self.line else None), f"nl2sql case {self.name}"
-
-
-def start_helper(session: pytest.Session) -> None:
-    """A helper process for the run's cases where it pays (`judge/helper.py`); never in an xdist
-    worker, whose cores the other workers use."""
-    state, config = run_state(session.config), session.config
-    if hasattr(config, "workerinput") or config.hook.pytest_nl2sql_predict.get_hookimpls():
-        return  # a model answers: its predictions are asked when their case runs, not ahead
-    cases = sum(1 for item in session.items if isinstance(item, CaseItem) and isinstance(item.entry, Case))
-    if helper.wanted(cases):
-        state.pipeline.start_helper()
 
 
 def has_cases(session: pytest.Session) -> bool:
