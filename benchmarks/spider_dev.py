@@ -317,8 +317,9 @@ def main() -> None:
                         help="run ours with this interpreter too (repeatable), e.g. sqlglotc=/tmp/venv-c/bin/python")
     parser.add_argument("--no-default-python", action="store_true", help="only the --python interpreters for ours")
     parser.add_argument("--variant", action="append", default=[], metavar="LABEL=ARGS",
-                        help="ours once more with these pytest arguments (repeatable; benchmarks/ is put on PYTHONPATH, "
-                             "e.g. 'lean=--tb=no -p no:hypothesispytest'")
+                        help="ours once more with these pytest arguments (repeatable; benchmarks/ is put on PYTHONPATH; "
+                             "leading NAME=VALUE words set environment variables, as in a shell), "
+                             "e.g. 'lean=--tb=no -p no:hypothesispytest', 'alone=NL2SQL_HELPER=0'")
     parser.add_argument("--xdist", action="store_true", help="also ours with -n 2 (pytest-xdist)")
     parser.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE if set")
     parser.add_argument("--extra", action="append", default=[], help="one more pytest argument for ours (repeatable)")
@@ -368,12 +369,15 @@ def main() -> None:
                 name, sep, variant_args = spec.partition("=")
                 if not sep:
                     sys.exit(f"--variant {spec!r}: use LABEL=ARGS")
-                variant_env = dict(env)
+                variant_env, words = dict(env), shlex.split(variant_args)
+                while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+                    key, _, value = words.pop(0).partition("=")
+                    variant_env[key] = value
                 variant_env["PYTHONPATH"] = os.pathsep.join(
                     p for p in (str(Path(__file__).resolve().parent), env.get("PYTHONPATH")) if p
                 )
                 configs.append(ours_config(f"{label} {name}", exe, directory, suite,
-                                           [*shlex.split(variant_args), *args.extra], variant_env))
+                                           [*words, *args.extra], variant_env))
         if args.profile:
             profile(directory, suite, args.profile.resolve(), env)
 
