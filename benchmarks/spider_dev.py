@@ -319,7 +319,7 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="LABEL=ARGS",
                         help="ours once more with these pytest arguments (repeatable; benchmarks/ is put on PYTHONPATH; "
                              "leading NAME=VALUE words set environment variables, as in a shell), "
-                             "e.g. 'lean=--tb=no -p no:hypothesispytest', 'alone=NL2SQL_HELPER=0'")
+                             "e.g. 'lean=--tb=no -p no:hypothesispytest', 'seeded=PYTHONHASHSEED=1 --tb=short'")
     parser.add_argument("--xdist", action="store_true", help="also ours with -n 2 (pytest-xdist)")
     parser.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE if set")
     parser.add_argument("--extra", action="append", default=[], help="one more pytest argument for ours (repeatable)")
