@@ -187,22 +187,7 @@ class SqliteSource:
         source = quote(table.name)
         if not table.has_rowid:
             return self.connection.execute(f"SELECT {names} FROM {source} LIMIT ?", (count,)).fetchall()
-        low, high = self.connection.execute(f"SELECT min(rowid), max(rowid) FROM {source}").fetchone()
-        if low is None:
-            return []
-        if high - low < 4 * count:  # a small table: one read of all of it is as cheap
-            rows = self.connection.execute(f"SELECT {names} FROM {source} ORDER BY rowid LIMIT ?", (4 * count,)).fetchall()
-            return rng.sample(rows, min(count, len(rows))) if len(rows) > count else rows
-        runs = 3
-        per_run = -(-count // runs)
-        seen: dict[int, tuple[Any, ...]] = {}
-        for _ in range(runs):
-            start = rng.randint(low, high)
-            for row in self.connection.execute(
-                f"SELECT rowid, {names} FROM {source} WHERE rowid >= ? ORDER BY rowid LIMIT ?", (start, per_run)
-            ):
-                seen.setdefault(row[0], row[1:])
-        return [seen[key] for key in sorted(seen)][:count]
+        return sample_in_rowid_runs(self.connection, names, source, count, rng, bounded_runs=False)
 
     def rows_matching(self, table: Table, columns: Sequence[str], values: Sequence[tuple[Any, ...]], limit: int) -> list[tuple[Any, ...]]:
         """Rows whose `columns` equal one of the `values` tuples (parents of sampled children)."""
@@ -283,26 +268,37 @@ class DuckdbSource:
     def sample(self, table: Table, count: int, rng: random.Random) -> list[tuple[Any, ...]]:
         names = ", ".join(quote(c.name) for c in table.columns)
         source = quote(table.name)
-        low, high = self.connection.execute(f"SELECT min(rowid), max(rowid) FROM {source}").fetchone()
-        if low is None:
-            return []
-        if high - low < 4 * count:
-            rows = self.connection.execute(f"SELECT {names} FROM {source} ORDER BY rowid LIMIT ?", [4 * count]).fetchall()
-            return rng.sample(rows, min(count, len(rows))) if len(rows) > count else rows
-        runs = 3
-        per_run = -(-count // runs)
-        seen: dict[int, tuple[Any, ...]] = {}
-        for _ in range(runs):
-            start = rng.randint(low, high)
-            for row in self.connection.execute(
-                f"SELECT rowid, {names} FROM {source} WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT ?", [start, start + 4 * per_run, per_run]
-            ).fetchall():
-                seen.setdefault(row[0], row[1:])
-        return [seen[key] for key in sorted(seen)][:count]
+        return sample_in_rowid_runs(self.connection, names, source, count, rng, bounded_runs=True)
 
     def rows_matching(self, table: Table, columns: Sequence[str], values: Sequence[tuple[Any, ...]], limit: int) -> list[tuple[Any, ...]]:
         """Rows whose `columns` equal one of the `values` tuples (parents of sampled children)."""
         return rows_matching(self.connection, table, columns, values, limit)
+
+
+def sample_in_rowid_runs(connection: Any, names: str, source: str, count: int, rng: random.Random, *,
+                         bounded_runs: bool) -> list[tuple[Any, ...]]:
+    """Up to `count` rows of `source` (columns `names`, quoted) read in a few short rowid runs from
+    seeded starting points (a sqlite3 or a duckdb connection). `bounded_runs`: a run's rows also
+    lie within 4 run-lengths of its start (the DuckDB reader's query)."""
+    low, high = connection.execute(f"SELECT min(rowid), max(rowid) FROM {source}").fetchone()
+    if low is None:
+        return []
+    if high - low < 4 * count:  # a small table: one read of all of it is as cheap
+        rows = connection.execute(f"SELECT {names} FROM {source} ORDER BY rowid LIMIT ?", [4 * count]).fetchall()
+        return rng.sample(rows, min(count, len(rows))) if len(rows) > count else rows
+    runs = 3
+    per_run = -(-count // runs)
+    seen: dict[int, tuple[Any, ...]] = {}
+    for _ in range(runs):
+        start = rng.randint(low, high)
+        if bounded_runs:
+            run = connection.execute(f"SELECT rowid, {names} FROM {source} WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT ?",
+                                     [start, start + 4 * per_run, per_run]).fetchall()
+        else:
+            run = connection.execute(f"SELECT rowid, {names} FROM {source} WHERE rowid >= ? ORDER BY rowid LIMIT ?", [start, per_run])
+        for row in run:
+            seen.setdefault(row[0], row[1:])
+    return [seen[key] for key in sorted(seen)][:count]
 
 
 def rows_matching(connection: Any, table: Table, columns: Sequence[str], values: Sequence[tuple[Any, ...]],
