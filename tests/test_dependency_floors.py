@@ -19,7 +19,7 @@ def _floors() -> dict[str, str]:
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     floors = {}
     for spec in dependencies:
-        match = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9.]+)", spec.split(";")[0].strip())
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?>=([0-9.]+)", spec.split(";")[0].strip())  # extras dropped
         if match:
             floors[match.group(1).lower()] = match.group(2)
     return floors

@@ -16,12 +16,17 @@ def test_the_reward_follows_bird(gold_s: float, pred_s: float, expected: float) 
     assert reward(gold_s, pred_s) == expected
 
 
-def test_unusual_timings_are_repeated_and_the_medians_kept() -> None:
-    golds, preds = iter([0.010, 0.012]), iter([0.090, 0.500])
-    e = measure(0.011, 0.100, lambda: next(golds), lambda: next(preds))
-    assert (e.repeats, e.gold_s, e.predicted_s) == (REPEATS, 0.011, 0.100)
+def test_an_unusual_ratio_retimes_the_side_that_looks_slow_and_keeps_its_fastest_timing() -> None:
+    preds = iter([0.030, 0.500])
+    slow_prediction = measure(0.011, 0.100, lambda: pytest.fail("the gold looked usual"), lambda: next(preds))
+    assert (slow_prediction.repeats, slow_prediction.gold_s, slow_prediction.predicted_s) == (REPEATS, 0.011, 0.030)
+    golds = iter([0.009, 0.004])
+    slow_gold = measure(0.050, 0.010, lambda: next(golds), lambda: pytest.fail("the prediction looked usual"))
+    assert (slow_gold.repeats, slow_gold.gold_s, slow_gold.predicted_s) == (REPEATS, 0.004, 0.010)
     usual = measure(0.010, 0.012, lambda: pytest.fail("not repeated"), lambda: pytest.fail("not repeated"))
     assert usual.repeats == 1
+    too_fast_to_tell = measure(0.0001, 0.0009, lambda: pytest.fail("not repeated"), lambda: pytest.fail("not repeated"))
+    assert too_fast_to_tell.repeats == 1
 
 
 def test_r_ves_counts_wrong_answers_as_zero() -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
-from typing import Union
+from typing import NamedTuple, Union
 
 from sqlglot.dialects.sqlite import SQLite
 from sqlglot.errors import SqlglotError
@@ -194,8 +194,7 @@ _VALUE_PLACEHOLDER = "__val__"
 _TOKENIZER_CLASS = SQLite.tokenizer_class  # instantiated per call: a tokenizer keeps state while it runs
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
+class _Piece(NamedTuple):  # a tuple: made a few dozen times per query, so cheap to make
     text: str
     start: int
     end: int
@@ -214,10 +213,15 @@ def spider_words(sql: str) -> tuple[str, ...]:
     pieces: list[_Piece] = []
     previous_end = 0
     for token in tokens:
-        if token.start > previous_end and not sql[previous_end : token.start].isspace():
-            pieces.extend(_comment_pieces(sql, previous_end, token.start))
-        pieces.extend(_pieces(sql, token))
-        previous_end = token.end + 1
+        start, end = token.start, token.end
+        if start > previous_end and not sql[previous_end:start].isspace():
+            pieces.extend(_comment_pieces(sql, previous_end, start))
+        raw = sql[start : end + 1]
+        if token.token_type is not TokenType.STRING and _PLAIN.issuperset(raw):  # most tokens: one piece
+            pieces.append(_Piece(raw, start, end, False, False))
+        else:
+            pieces.extend(_pieces(sql, token))
+        previous_end = end + 1
     if previous_end < len(sql) and not sql[previous_end:].isspace():
         pieces.extend(_comment_pieces(sql, previous_end, len(sql)))
     words: list[str] = []
