@@ -78,8 +78,9 @@ class SqliteEngine:
 
     def __init__(self, path: Path, *, text_errors: str = "backslashreplace", immutable: bool = False) -> None:
         """`immutable`: a file nobody changes while it is open (a generated neighbour database in
-        the cache): its results are not kept for reuse, and the worker opens it only when a query
-        needs the worker (most run in this process), which makes a short-lived engine cheap."""
+        the cache): its results are not kept for reuse, and it is opened on first use, which
+        makes a short-lived engine cheap. The worker opens a database only when a query needs the
+        worker (most run in this process)."""
         codecs.lookup_error(text_errors)  # unknown handler names fail here, not mid-query
         self.path = path
         self.text_errors = text_errors
@@ -90,9 +91,11 @@ class SqliteEngine:
             raise DatabaseMissing(f"database path is not a file: {path}")
         self._worker = shared_worker("sqlite", ADDRESS_SPACE_BYTES)
         self._closed = False
-        self._handle: int | None = None if immutable else self._worker.add("sqlite", (str(path), text_errors))
+        self._handle: int | None = None  # the database's handle in the worker, opened on first need
         self._version = _DataVersion(path) if RESULT_CACHE_BYTES > 0 and not immutable else None
         self._local: InProcess | None = None  # the in-process session of trusted queries, opened on first use
+        if not immutable:
+            self._here()  # a missing or unreadable database fails here (DatabaseMissing)
         self._stream_local: InProcess | None = None  # the in-process session of streams, likewise
         self._streaming = False  # a stream of this engine is open
 
@@ -152,7 +155,7 @@ class SqliteEngine:
 
     def _here(self) -> "InProcess":
         if self._local is None:
-            self._local = InProcess(SqliteSession(str(self.path), self.text_errors))
+            self._local = InProcess(_translating_refusals(SqliteSession, str(self.path), self.text_errors))
         return self._local
 
     def _check_open(self) -> None:
@@ -167,8 +170,9 @@ class SqliteEngine:
         return self._handle
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Our own schema queries (trusted, but they pass the same authorizer)."""
-        return self._worker.read(self._live_handle(), sql, params)
+        """Our own schema queries (trusted, but they pass the same authorizer), in this process."""
+        self._check_open()
+        return _translating_refusals(self._here().session.read, sql, params)
 
     def schema_ddl(self) -> str:
         rows = self._read(

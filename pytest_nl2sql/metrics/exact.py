@@ -72,7 +72,7 @@ def exact_match(gold: str, predicted: str, schema: SpiderSchema) -> ExactMatch:
     except SpiderParseError:
         pred_sql = SpiderSQL.empty()
     gold_norm = normalize(gold_sql, schema)
-    pred_norm = normalize(pred_sql, schema)
+    pred_norm = gold_norm if pred_sql is gold_sql else normalize(pred_sql, schema)  # the same text: parsed once
     match, partial = _exact(pred_norm, gold_norm)
     return ExactMatch(match, partial)
 
