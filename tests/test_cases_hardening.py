@@ -98,6 +98,17 @@ def test_deep_json_line_is_one_invalid_entry_and_the_other_lines_load(tmp_path: 
     assert entries[1].line == 2 and entries[1].message == f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
 
 
+def test_json_nested_past_the_limit_but_within_pythons_recursion_is_refused_too(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    at_limit = {"id": "at", "database": "d", "gold": "SELECT 1", "tags": [], "x": json.loads("[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1))}
+    past = '{"id": "past", "gold": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}"
+    path.write_text(json.dumps(at_limit) + "\n" + past + "\n")
+    entries, _, _ = load_measured(path)
+    assert [type(e).__name__ for e in entries][1] == "InvalidCase"
+    assert entries[1].message == f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
+    assert "nested" not in getattr(entries[0], "message", "")
+
+
 def test_deep_source_questions_file_is_an_invalid_entry(tmp_path: Path) -> None:
     (tmp_path / "dev.json").write_text("[" * 50_000 + "]" * 50_000)
     path = tmp_path / "dev.yaml"

@@ -84,6 +84,7 @@ class SqliteEngine:
         codecs.lookup_error(text_errors)  # unknown handler names fail here, not mid-query
         self.path = path
         self.text_errors = text_errors
+        self._session_args = (str(path), text_errors, immutable)  # a SqliteSession's, here and in the worker
         self._schema_columns: dict[str, list[str]] | None = None
         if not path.exists():
             raise DatabaseMissing(f"database file not found: {path}")
@@ -130,7 +131,7 @@ class SqliteEngine:
         try:
             if trusted or here.session.steps_are_bounded(sql):
                 if self._stream_local is None:
-                    self._stream_local = InProcess(SqliteSession(str(self.path), self.text_errors))
+                    self._stream_local = InProcess(_translating_refusals(SqliteSession, *self._session_args))
                 with self._stream_local.stream(sql, limits) as result:
                     yield result
             else:
@@ -155,7 +156,7 @@ class SqliteEngine:
 
     def _here(self) -> "InProcess":
         if self._local is None:
-            self._local = InProcess(_translating_refusals(SqliteSession, str(self.path), self.text_errors))
+            self._local = InProcess(_translating_refusals(SqliteSession, *self._session_args))
         return self._local
 
     def _check_open(self) -> None:
@@ -166,7 +167,7 @@ class SqliteEngine:
         """The database's handle in the worker, opening it there on first need."""
         self._check_open()
         if self._handle is None:
-            self._handle = self._worker.add("sqlite", (str(self.path), self.text_errors))
+            self._handle = self._worker.add("sqlite", self._session_args)
         return self._handle
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

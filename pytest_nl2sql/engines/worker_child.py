@@ -308,7 +308,8 @@ class SqliteSession(Session):
     allowed inside a SELECT, never as a `PRAGMA` statement), which a cached statement would skip.
     """
 
-    def __init__(self, path: str, text_errors: str) -> None:
+    def __init__(self, path: str, text_errors: str, immutable: bool = False) -> None:
+        """`immutable`: nobody changes the file while it is open (see `sqlite_uri`)."""
         super().__init__()
         codecs.lookup_error(text_errors)
         self.path = path
@@ -319,7 +320,7 @@ class SqliteSession(Session):
         self._deterministic = True  # no function outside DETERMINISTIC_FUNCTIONS was prepared
         self._linear = True  # no function outside LINEAR_FUNCTIONS was prepared
         self._cursor: sqlite3.Cursor | None = None
-        self._conn = _connect_sqlite(path)
+        self._conn = _connect_sqlite(path, immutable)
         try:
             self._configure(text_errors)
         except BaseException:
@@ -490,17 +491,19 @@ class SqliteSession(Session):
         self._conn.close()
 
 
-def sqlite_uri(path: str | os.PathLike[str]) -> str:
+def sqlite_uri(path: str | os.PathLike[str], *, immutable: bool = False) -> str:
     """A read-only `file:` URI for `path` (percent-quoted, so `?`, `#` and `%` in names work).
 
-    `immutable=1` is added only for a WAL-mode file without a `-wal` file beside it: there
-    `mode=ro` would create `-wal`/`-shm` files in the database's directory, while `immutable`
-    reads the main file as the whole database. Elsewhere `mode=ro` keeps SQLite's locking, so a
-    file rewritten during a session (a fixture regenerating it) is read correctly.
+    `immutable=1` is added where the caller says nobody changes the file while it is open (a
+    neighbour database we generated: SQLite then takes no locks), and for a WAL-mode file without
+    a `-wal` file beside it: there `mode=ro` would create `-wal`/`-shm` files in the database's
+    directory, while `immutable` reads the main file as the whole database. Elsewhere `mode=ro`
+    keeps SQLite's locking, so a file rewritten during a session (a fixture regenerating it) is
+    read correctly.
     """
     path = os.path.abspath(os.fspath(path))
     params = "mode=ro"
-    if _is_wal_without_log(path):
+    if immutable or _is_wal_without_log(path):
         params += "&immutable=1"
     return f"{_file_uri(path)}?{params}"
 
@@ -518,14 +521,14 @@ def _file_uri(path: str) -> str:
     return f"file://{quoted}"
 
 
-def _connect_sqlite(path: str) -> sqlite3.Connection:
+def _connect_sqlite(path: str, immutable: bool = False) -> sqlite3.Connection:
     if not os.path.exists(path):
         raise Refusal("missing", f"database file not found: {path}")
     if not os.path.isfile(path):
         raise Refusal("missing", f"database path is not a file: {path}")
     try:
         return sqlite3.connect(
-            sqlite_uri(path), uri=True, isolation_level=None, cached_statements=0
+            sqlite_uri(path, immutable=immutable), uri=True, isolation_level=None, cached_statements=0
         )
     except sqlite3.Error as error:
         raise Refusal("missing", f"cannot open SQLite database {path}: {error}") from None

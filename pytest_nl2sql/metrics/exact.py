@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_nl2sql.metrics.spider_schema import SpiderSchema
@@ -114,15 +114,14 @@ def _strip_values(sql: SpiderSQL) -> SpiderSQL:
 
     def strip(condition: Condition) -> Condition:
         return tuple(
-            replace(el, val1=_strip_nested(el.val1), val2=_strip_nested(el.val2)) if isinstance(el, CondUnit) else el
+            CondUnit(el.negated, el.op, el.val_unit, _strip_nested(el.val1), _strip_nested(el.val2))
+            if isinstance(el, CondUnit) else el
             for el in condition
         )
 
-    return replace(
-        sql,
-        from_conds=strip(sql.from_conds),
-        where=strip(sql.where),
-        having=strip(sql.having),
+    return SpiderSQL(  # built field by field: `dataclasses.replace` costs more than the rest of this
+        sql.select, sql.from_tables, strip(sql.from_conds), strip(sql.where), sql.group_by, strip(sql.having),
+        sql.order_by, sql.limit,
         intersect=_strip_values(sql.intersect) if sql.intersect else None,
         except_=_strip_values(sql.except_) if sql.except_ else None,
         union=_strip_values(sql.union) if sql.union else None,
@@ -148,19 +147,21 @@ def _merge_columns(sql: SpiderSQL, tables: frozenset[str], kmap: Mapping[str, st
         return ValUnit(unit.op, col(unit.left), col(unit.right) if unit.right is not None else None)
 
     def cond(condition: Condition) -> Condition:
-        return tuple(replace(el, val_unit=val(el.val_unit)) if isinstance(el, CondUnit) else el for el in condition)
+        return tuple(CondUnit(el.negated, el.op, val(el.val_unit), el.val1, el.val2) if isinstance(el, CondUnit) else el
+                     for el in condition)
 
     order_by = sql.order_by
     if order_by is not None:
         order_by = OrderBy(order_by.direction, tuple(val(unit) for unit in order_by.items))
-    return replace(
-        sql,
+    return SpiderSQL(
         select=Select(None, tuple((agg, val(unit)) for agg, unit in sql.select.items)),
+        from_tables=sql.from_tables,
         from_conds=cond(sql.from_conds),
         where=cond(sql.where),
         group_by=tuple(col(unit) for unit in sql.group_by),
         having=cond(sql.having),
         order_by=order_by,
+        limit=sql.limit,
         intersect=_merge_columns(sql.intersect, tables, kmap) if sql.intersect else None,
         except_=_merge_columns(sql.except_, tables, kmap) if sql.except_ else None,
         union=_merge_columns(sql.union, tables, kmap) if sql.union else None,
