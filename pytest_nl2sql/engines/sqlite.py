@@ -34,7 +34,6 @@ the engine meanwhile); any other runs in the worker, which it holds until the st
 from __future__ import annotations
 
 import codecs
-import dataclasses
 import os
 import sqlite3
 import threading
@@ -149,7 +148,7 @@ class SqliteEngine:
                 return kept
         started = time.perf_counter()
         answer = run()
-        result = dataclasses.replace(answer.result, seconds=time.perf_counter() - started)
+        result = QueryResult(answer.result.columns, answer.result.rows, time.perf_counter() - started)
         if stamp is not None and answer.deterministic:
             _RESULTS.put(key, stamp, result, answer.size)  # a reused result keeps the time it took to compute
         return result

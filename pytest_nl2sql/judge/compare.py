@@ -228,6 +228,8 @@ def _normaliser(options: CompareOptions) -> Callable[[Any], Any]:
     if options.mode is Mode.SPIDER:
         return lambda v: v
     case_sensitive, strip = options.case_sensitive, options.strip_whitespace
+    if case_sensitive and not strip:
+        return normalise_value  # its defaults: no wrapper to call for every value
     return lambda v: normalise_value(v, case_sensitive, strip)
 
 

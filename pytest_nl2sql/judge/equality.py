@@ -60,10 +60,25 @@ def _utc_time(value: _dt.time) -> _dt.time:
     return moment.timetz()
 
 
+def _text(value: str, case_sensitive: bool, strip_whitespace: bool) -> Any:
+    """Numeric text as its number (`"1.50"` is 1.5), other text as written (or folded, stripped)."""
+    text = value.strip() if strip_whitespace else value
+    if _NUMERIC.fullmatch(text):
+        if "." in text or "e" in text or "E" in text:
+            return _number(float(text))
+        return int(text)
+    return text if case_sensitive else text.casefold()
+
+
 def normalise_value(value: Any, case_sensitive: bool = True, strip_whitespace: bool = False) -> Any:
     """The canonical, hashable form in which ``exec`` mode compares a value (see the module docstring)."""
-    if value is None:
-        return None
+    kind = type(value)  # the common types first, by identity (this runs for every value compared)
+    if kind is int or value is None:
+        return value
+    if kind is str:
+        return _text(value, case_sensitive, strip_whitespace)
+    if kind is float:
+        return _number(value)
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
@@ -77,12 +92,7 @@ def normalise_value(value: Any, case_sensitive: bool = True, strip_whitespace: b
             return int(value)
         return _number(float(value))
     if isinstance(value, str):
-        text = value.strip() if strip_whitespace else value
-        if _NUMERIC.fullmatch(text):
-            if "." in text or "e" in text or "E" in text:
-                return _number(float(text))
-            return int(text)
-        return text if case_sensitive else text.casefold()
+        return _text(value, case_sensitive, strip_whitespace)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, _dt.datetime):

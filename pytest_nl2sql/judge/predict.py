@@ -9,6 +9,7 @@ that would give the answer away.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 import time
@@ -37,7 +38,14 @@ class PredictionRequest:
     conversation: tuple[Mapping[str, Any], ...] | None  # term selection: up to the turn to answer
     engine: Any  # the open, read-only database (an `Engine`), to explore while predicting
     position: int  # the case's zero-based position in its file
-    key: str  # what a recorded answer depends on (question, schema, whole conversation)
+    # the case's (question, schema, whole conversation), which `key` hashes (a turn keeps its case's)
+    key_of: tuple[Any, ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+    @functools.cached_property
+    def key(self) -> str:
+        """What a recorded answer depends on (question, schema, whole conversation); hashed only
+        when asked (a recording or a replay), not for every case."""
+        return prediction_key(*self.key_of)
 
     @classmethod
     def for_case(cls, case: Case, *, schema: str | None, engine: Any, dialect: str) -> "PredictionRequest":
@@ -45,7 +53,7 @@ class PredictionRequest:
         return cls(
             id=case.id, file=case.file, question=case.question, hint=case.hint, dialect=dialect,
             database=case.database, schema=schema, tags=case.tags, conversation=case.conversation,
-            engine=engine, position=case.position, key=prediction_key(case.question, schema, conversation),
+            engine=engine, position=case.position, key_of=(case.question, schema, conversation),
         )
 
     def at_turn(self, conversation: tuple[Mapping[str, Any], ...]) -> "PredictionRequest":
@@ -110,8 +118,7 @@ class Predictor:
 
     def predict(self, case: Case, request: PredictionRequest, file_names: tuple[str, ...]) -> PredictionOutcome:
         stored = self.store.lookup(case.id, case.position, file_names) if self.store else None
-        key = request.key
-        replay = stored is not None and stored.key is not None and stored.key == key
+        replay = stored is not None and stored.key is not None and stored.key == request.key
         if replay and not stored.no_answer:  # the hook's own answer to this very request, recorded
             return PredictionOutcome(stored.value, PredictionSource.FILE, error=stored.error, dialect=request.dialect)
         silent = replay  # recorded: the hook answered nothing to this very request; it is not asked again
@@ -121,7 +128,7 @@ class Predictor:
                 return outcome
             silent = outcome.value is not NO_PREDICTOR and stored is None  # a file answer is not the hook's silence
         fallback = self._fallback(case, None if replay else stored)
-        return dataclasses.replace(fallback, hook_silent=True, key=key) if silent else fallback
+        return dataclasses.replace(fallback, hook_silent=True, key=request.key) if silent else fallback
 
     @staticmethod
     def _fallback(case: Case, stored: Any) -> PredictionOutcome:
