@@ -42,17 +42,18 @@ def file_digest(path: Path) -> str:
 
 class NeighbourCache:
     """Neighbours cached under `cache_dir`; remembers the content hash of each source file (by
-    path, size, mtime and inode) so a big file is hashed once per process."""
+    device, inode, size and mtime: the file itself, however it is named) so a big file is hashed
+    once per process."""
 
     def __init__(self, cache_dir: Path, version: str) -> None:
         self.cache_dir = Path(cache_dir)
         self.version = version
-        self._source_hashes: dict[tuple[str, int, int, int], str] = {}
+        self._source_hashes: dict[tuple[int, int, int, int], str] = {}
         self.generated = 0  # how many keys this object built itself (a cache miss each)
 
     def source_hash(self, source: Path) -> str:
         info = os.stat(source)
-        key = (str(Path(source).resolve()), info.st_size, info.st_mtime_ns, info.st_ino)
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
         known = self._source_hashes.get(key)
         if known is None:
             known = self._source_hashes[key] = file_digest(Path(source))

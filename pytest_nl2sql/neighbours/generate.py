@@ -10,6 +10,7 @@ and the source's content, so the same inputs give the same rows on every machine
 
 from __future__ import annotations
 
+import functools
 import random
 import sqlite3
 from collections.abc import Sequence
@@ -730,38 +731,65 @@ class Repairer:
 
 def create_sqlite(schema: Schema, rows: Rows, target: str | Path) -> tuple[sqlite3.Connection, Rows]:
     """A SQLite database (`:memory:` or a file path) holding `rows`; rows the database refuses
-    (a CHECK, an index we do not model) are left out and the inserted rows returned."""
-    connection = sqlite3.connect(str(target), isolation_level=None)
+    (a CHECK, an index we do not model) are left out and the inserted rows returned. The tables
+    come from a copy of an empty database made once per schema (creating them costs more than
+    filling them); a file is the filled database's image, written at once."""
+    connection = sqlite3.connect(":memory:", isolation_level=None)
     connection.text_factory = lambda data: data.decode("utf-8", "backslashreplace")
     try:
-        if str(target) != ":memory:":  # small pages: a neighbour is a few rows in each of many tables
-            connection.execute("PRAGMA page_size = 1024")
-        connection.execute("PRAGMA journal_mode = OFF")
-        connection.execute("PRAGMA synchronous = OFF")  # the cache renames the folder into place once closed
+        connection.deserialize(_empty_image(tuple(table.create_sql for table in schema.tables)))
         connection.execute("BEGIN")
-        for table in schema.tables:
-            connection.execute(table.create_sql)
-        kept = _insert_rows(connection, schema, rows, (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, OverflowError))
+        kept = _insert_rows(connection, schema, rows, (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, OverflowError),
+                            savepoints=True)
         for sql in schema.extra_sql:
             try:
                 connection.execute(sql)
             except sqlite3.Error:
                 pass  # a unique index that our rows break: the rows were checked against it already
         connection.execute("COMMIT")
+        if str(target) != ":memory:":
+            Path(target).write_bytes(connection.serialize())
     except BaseException:
         connection.close()
         raise
     return connection, kept
 
 
-def _insert_rows(connection: Any, schema: Schema, rows: Rows, refused: tuple[type[BaseException], ...]) -> Rows:
+@functools.lru_cache(maxsize=64)  # a pure function of the schema's tables: shrinking builds a database per attempt
+def _empty_image(create_sql: tuple[str, ...]) -> bytes:
+    """The bytes of an empty database with these tables, in small pages (a neighbour is a few
+    rows in each of many tables)."""
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        connection.execute("PRAGMA page_size = 1024")
+        for sql in create_sql:
+            connection.execute(sql)
+        return connection.serialize()
+    finally:
+        connection.close()
+
+
+def _insert_rows(connection: Any, schema: Schema, rows: Rows, refused: tuple[type[BaseException], ...],
+                 *, savepoints: bool = False) -> Rows:
     """Insert the rows parents first; a row the database refuses (`refused`: a constraint it
-    checks that ours missed) is left out. Returns the rows kept."""
+    checks that ours missed) is left out. Returns the rows kept. With `savepoints` (SQLite) each
+    table's rows go in with one `executemany`, and row by row only when that is refused."""
     kept: Rows = {}
     for table in topological(schema):
         names = ", ".join(quote(c.name) for c in table.columns)
         marks = ", ".join("?" * len(table.columns))
         insert = f"INSERT INTO {quote(table.name)} ({names}) VALUES ({marks})"
+        if savepoints:
+            connection.execute("SAVEPOINT nl2sql_rows")
+            try:
+                connection.executemany(insert, rows[table.name])
+            except refused:
+                connection.execute("ROLLBACK TO nl2sql_rows")  # undo the rows before the refused one
+            else:
+                connection.execute("RELEASE nl2sql_rows")
+                kept[table.name] = list(rows[table.name])
+                continue
+            connection.execute("RELEASE nl2sql_rows")
         kept[table.name] = []
         for row in rows[table.name]:
             try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import random
 import sqlite3
 from collections.abc import Sequence
@@ -201,6 +202,7 @@ def _is_unique_index(connection: sqlite3.Connection, table: str, index: str) -> 
     return False
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of the text: every neighbour of a database repeats its tables
 def _without_rowid(create_sql: str) -> bool:
     """`WITHOUT ROWID` read from the statement's tokens (never a regex over SQL)."""
     import sqlglot
