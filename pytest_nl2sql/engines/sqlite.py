@@ -77,9 +77,9 @@ class SqliteEngine:
 
     def __init__(self, path: Path, *, text_errors: str = "backslashreplace", immutable: bool = False) -> None:
         """`immutable`: a file nobody changes while it is open (a generated neighbour database in
-        the cache): its results are not kept for reuse, and it is opened on first use, which
-        makes a short-lived engine cheap. The worker opens a database only when a query needs the
-        worker (most run in this process)."""
+        the cache): its results are not kept for reuse, SQLite takes no locks on it, and the
+        worker opens it only when a query needs the worker (most run in this process), which
+        makes a short-lived engine cheap."""
         codecs.lookup_error(text_errors)  # unknown handler names fail here, not mid-query
         self.path = path
         self.text_errors = text_errors
@@ -91,11 +91,9 @@ class SqliteEngine:
             raise DatabaseMissing(f"database path is not a file: {path}")
         self._worker = shared_worker("sqlite", ADDRESS_SPACE_BYTES)
         self._closed = False
-        self._handle: int | None = None  # the database's handle in the worker, opened on first need
+        self._handle: int | None = None if immutable else self._worker.add("sqlite", self._session_args)
         self._version = _DataVersion(path) if RESULT_CACHE_BYTES > 0 and not immutable else None
         self._local: InProcess | None = None  # the in-process session of trusted queries, opened on first use
-        if not immutable:
-            self._here()  # a missing or unreadable database fails here (DatabaseMissing)
         self._stream_local: InProcess | None = None  # the in-process session of streams, likewise
         self._streaming = False  # a stream of this engine is open
 
@@ -170,9 +168,9 @@ class SqliteEngine:
         return self._handle
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Our own schema queries (trusted, but they pass the same authorizer), in this process."""
-        self._check_open()
-        return _translating_refusals(self._here().session.read, sql, params)
+        """Our own schema queries (trusted, but they pass the same authorizer), in the worker: a
+        prediction asked ahead of its turn reads the schema from another thread."""
+        return self._worker.read(self._live_handle(), sql, params)
 
     def schema_ddl(self) -> str:
         rows = self._read(
