@@ -734,10 +734,17 @@ def create_sqlite(schema: Schema, rows: Rows, target: str | Path) -> tuple[sqlit
     (a CHECK, an index we do not model) are left out and the inserted rows returned. The tables
     come from a copy of an empty database made once per schema (creating them costs more than
     filling them); a file is the filled database's image, written at once."""
-    connection = sqlite3.connect(":memory:", isolation_level=None)
+    in_memory = _CAN_SERIALIZE or str(target) == ":memory:"
+    connection = sqlite3.connect(":memory:" if in_memory else str(target), isolation_level=None)
     connection.text_factory = lambda data: data.decode("utf-8", "backslashreplace")
     try:
-        connection.deserialize(_empty_image(tuple(table.create_sql for table in schema.tables)))
+        if _CAN_SERIALIZE:
+            connection.deserialize(_empty_image(tuple(table.create_sql for table in schema.tables)))
+        else:  # an SQLite built without serialize(): the tables made here, the file written in place
+            connection.execute("PRAGMA page_size = 1024")
+            connection.execute("PRAGMA journal_mode = OFF")
+            for table in schema.tables:
+                connection.execute(table.create_sql)
         connection.execute("BEGIN")
         kept = _insert_rows(connection, schema, rows, (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, OverflowError),
                             savepoints=True)
@@ -747,12 +754,15 @@ def create_sqlite(schema: Schema, rows: Rows, target: str | Path) -> tuple[sqlit
             except sqlite3.Error:
                 pass  # a unique index that our rows break: the rows were checked against it already
         connection.execute("COMMIT")
-        if str(target) != ":memory:":
+        if _CAN_SERIALIZE and str(target) != ":memory:":
             Path(target).write_bytes(connection.serialize())
     except BaseException:
         connection.close()
         raise
     return connection, kept
+
+
+_CAN_SERIALIZE = hasattr(sqlite3.Connection, "serialize")  # Python 3.11+ on SQLite 3.23+
 
 
 @functools.lru_cache(maxsize=64)  # a pure function of the schema's tables: shrinking builds a database per attempt
