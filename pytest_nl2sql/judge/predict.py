@@ -39,7 +39,7 @@ class PredictionRequest:
     engine: Any  # the open, read-only database (an `Engine`), to explore while predicting
     position: int  # the case's zero-based position in its file
     # the case's (question, schema, whole conversation), which `key` hashes (a turn keeps its case's)
-    key_of: tuple[Any, ...] = dataclasses.field(default=(), repr=False, compare=False)
+    key_of: tuple[Any, ...] = dataclasses.field(repr=False, compare=False)
 
     @functools.cached_property
     def key(self) -> str:

@@ -741,10 +741,9 @@ def create_sqlite(schema: Schema, rows: Rows, target: str | Path) -> tuple[sqlit
         if _CAN_SERIALIZE:
             connection.deserialize(_empty_image(tuple(table.create_sql for table in schema.tables)))
         else:  # an SQLite built without serialize(): the tables made here, the file written in place
-            connection.execute("PRAGMA page_size = 1024")
             connection.execute("PRAGMA journal_mode = OFF")
-            for table in schema.tables:
-                connection.execute(table.create_sql)
+            connection.execute("PRAGMA synchronous = OFF")  # the cache renames the folder into place once closed
+            _create_tables(connection, tuple(table.create_sql for table in schema.tables))
         connection.execute("BEGIN")
         kept = _insert_rows(connection, schema, rows, (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, OverflowError),
                             savepoints=True)
@@ -771,12 +770,16 @@ def _empty_image(create_sql: tuple[str, ...]) -> bytes:
     rows in each of many tables)."""
     connection = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        connection.execute("PRAGMA page_size = 1024")
-        for sql in create_sql:
-            connection.execute(sql)
+        _create_tables(connection, create_sql)
         return connection.serialize()
     finally:
         connection.close()
+
+
+def _create_tables(connection: sqlite3.Connection, create_sql: tuple[str, ...]) -> None:
+    connection.execute("PRAGMA page_size = 1024")  # before the first table; small pages: few rows per table
+    for sql in create_sql:
+        connection.execute(sql)
 
 
 def _insert_rows(connection: Any, schema: Schema, rows: Rows, refused: tuple[type[BaseException], ...],
