@@ -365,9 +365,15 @@ def test_only_queries_whose_functions_are_bounded_per_step_run_in_process(db: Pa
         served = _served(engine)
         engine.execute("SELECT count(*), max(name), upper(name) FROM singer GROUP BY name", LIMITS)
         assert _served(engine) == served  # in this process
-        engine.execute("SELECT instr(name, 'a') FROM singer", LIMITS)
+        assert engine._handle is None  # the worker has not even opened the database
+        rows = engine.execute("SELECT name, instr(name, 'o') FROM singer ORDER BY singer_id", LIMITS).rows
+        assert rows == [("Joe", 2), ("Ann", 0), ("Bo", 2)]  # refused here while prepared, answered there
         engine.execute("SELECT name FROM singer WHERE name LIKE '%a%'", LIMITS)
         assert _served(engine) == served + 2  # instr and LIKE: in the worker
+        for sql in ("SELECT instr(name, 'a'), load_extension('x') FROM singer",
+                    "SELECT load_extension('x'), instr(name, 'a') FROM singer"):
+            with pytest.raises(QueryError, match=r"not allowed: function load_extension\(\)"):
+                engine.execute(sql, LIMITS)  # a refused function is refused, wherever it is asked
     finally:
         engine.close()
 

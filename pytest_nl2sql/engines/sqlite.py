@@ -91,22 +91,27 @@ class SqliteEngine:
             raise DatabaseMissing(f"database path is not a file: {path}")
         self._worker = shared_worker("sqlite", ADDRESS_SPACE_BYTES)
         self._closed = False
-        self._handle: int | None = None if immutable else self._worker.add("sqlite", self._session_args)
+        self._handle: int | None = None  # the database's handle in the worker, opened on first need
+        self._handle_lock = threading.Lock()  # a prediction asked ahead of its turn may need it first
         self._version = _DataVersion(path) if RESULT_CACHE_BYTES > 0 and not immutable else None
         self._local: InProcess | None = None  # the in-process session of trusted queries, opened on first use
+        if not immutable:
+            self._here()  # a missing or unreadable database fails here (DatabaseMissing), not mid-run
         self._stream_local: InProcess | None = None  # the in-process session of streams, likewise
         self._streaming = False  # a stream of this engine is open
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
         """Untrusted SQL (a prediction): in this process when every function it calls is bounded
         per step (the progress handler then stops it at the deadline), else in the worker, which
-        is killed when a single step outlasts the deadline."""
+        is killed when a single step outlasts the deadline. Which one is told while the statement
+        is prepared here: the authorizer refuses another function before any step runs."""
         self._check_open()
         here = self._here()
-        if here.session.steps_are_bounded(sql):
-            return self._execute(sql, limits, lambda: here.answer(sql, limits))
-        handle = self._live_handle()
-        return self._execute(sql, limits, lambda: self._worker.query(handle, sql, limits))
+        try:
+            return self._execute(sql, limits, lambda: here.answer(sql, limits, bounded=True))
+        except _StepsUnbounded:
+            handle = self._live_handle()
+            return self._execute(sql, limits, lambda: self._worker.query(handle, sql, limits))
 
     def execute_trusted(self, sql: str, limits: Limits) -> QueryResult:
         """The suite author's SQL (a gold query, as trusted as conftest.py): in this process, under
@@ -163,9 +168,10 @@ class SqliteEngine:
     def _live_handle(self) -> int:
         """The database's handle in the worker, opening it there on first need."""
         self._check_open()
-        if self._handle is None:
-            self._handle = self._worker.add("sqlite", self._session_args)
-        return self._handle
+        with self._handle_lock:
+            if self._handle is None:
+                self._handle = self._worker.add("sqlite", self._session_args)
+            return self._handle
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Our own schema queries (trusted, but they pass the same authorizer), in the worker: a
@@ -212,17 +218,24 @@ class SqliteEngine:
         return f"SqliteEngine({str(self.path)!r})"
 
 
+class _StepsUnbounded(Exception):
+    """The query calls a function that the progress handler cannot stop mid-step: it runs in the worker."""
+
+
 class InProcess:
     """A worker-child session run in this process: the same batches, counted against the same caps."""
 
     def __init__(self, session: SqliteSession) -> None:
         self.session = session
 
-    def answer(self, sql: str, limits: Limits) -> Answer:
+    def answer(self, sql: str, limits: Limits, *, bounded: bool = False) -> Answer:
+        """The query's rows; `bounded`: only if its every step is bounded (else `_StepsUnbounded`,
+        raised while the statement is prepared, before anything runs)."""
         budget = SizeBudget(limits, spill=True)
         kept: list[tuple[Any, ...]] = []
+        run = self.session.run_bounded if bounded else self.session.run
         try:
-            columns, rows, done, deterministic = self.session.run(
+            columns, rows, done, deterministic = run(
                 sql, limits.timeout, limits.timeout, limits.max_rows, limits.max_value_bytes)
             while True:
                 for row in rows:
@@ -232,6 +245,8 @@ class InProcess:
                     break
                 rows, done = self.session.more()
         except Refusal as refusal:
+            if refusal.kind == "unbounded":
+                raise _StepsUnbounded from None
             raise REFUSAL_ERRORS.get(refusal.kind, QueryError)(refusal.message) from None
         finally:
             self.session.stop()

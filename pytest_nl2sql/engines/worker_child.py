@@ -319,6 +319,9 @@ class SqliteSession(Session):
         self._in_select = False  # the statement being prepared began as a SELECT
         self._deterministic = True  # no function outside DETERMINISTIC_FUNCTIONS was prepared
         self._linear = True  # no function outside LINEAR_FUNCTIONS was prepared
+        # `run_bounded`: a function outside LINEAR_FUNCTIONS is refused while the statement is
+        # prepared (before any step runs), so that the caller can send the query to the worker
+        self._bounded_only = False
         self._cursor: sqlite3.Cursor | None = None
         self._conn = _connect_sqlite(path, immutable)
         try:
@@ -364,6 +367,8 @@ class SqliteSession(Session):
                     self._deterministic = False
                 if name not in LINEAR_FUNCTIONS:
                     self._linear = False
+                    if self._bounded_only:
+                        return sqlite3.SQLITE_DENY
                 return sqlite3.SQLITE_OK
             self._denied = f"function {arg2}()"
             return sqlite3.SQLITE_DENY
@@ -391,11 +396,24 @@ class SqliteSession(Session):
             return False
         return self._linear
 
+    def run_bounded(
+        self, sql: str, timeout: float, stated_timeout: float, max_rows: int, max_value_bytes: int
+    ) -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool, bool]:
+        """`run`, for a query whose every step the progress handler can stop: one calling a
+        function outside LINEAR_FUNCTIONS is refused as `Refusal("unbounded")` before it runs
+        (what `steps_are_bounded` tells, without preparing the statement twice)."""
+        self._bounded_only = True
+        try:
+            return self.run(sql, timeout, stated_timeout, max_rows, max_value_bytes)
+        finally:
+            self._bounded_only = False
+
     def _start(self, sql: str, timeout: float, max_value_bytes: int) -> tuple[str, ...]:
         conn = self._conn
         self._denied = None
         self._in_select = False
         self._deterministic = True
+        self._linear = True
         self._max_value_bytes = max_value_bytes
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, max_value_bytes))
         self._deadline = time.monotonic() + timeout
@@ -456,6 +474,8 @@ class SqliteSession(Session):
 
     def _translate(self, error: Exception) -> Refusal:
         message = str(error)
+        if self._bounded_only and not self._linear and message.startswith(("not authorized", "authorization denied")):
+            return Refusal("unbounded", "the query calls a function whose single step the deadline cannot stop")
         if isinstance(error, MemoryError) or message == "out of memory":
             return Refusal(
                 "memory",

@@ -156,6 +156,8 @@ class Predictor:
         except BaseException as e:  # noqa: BLE001 - pytest.fail() in a hook is an OutcomeException
             return PredictionOutcome(None, PredictionSource.HOOK, time.perf_counter() - started, error=_one_line(e),
                                      traceback=_user_traceback(e), key=request.key)
+        if value is NO_PREDICTOR:  # no model to record: the request's key is not worth hashing
+            return PredictionOutcome(value, PredictionSource.HOOK, time.perf_counter() - started, dialect=request.dialect)
         return PredictionOutcome(value, PredictionSource.HOOK, time.perf_counter() - started, key=request.key,
                                  dialect=request.dialect)
 

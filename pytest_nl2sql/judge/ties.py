@@ -166,8 +166,7 @@ def _literal(limit: exp.Expression | None) -> int | None:
 
 def _plan(query: exp.Expression, dialect: str | None, max_rows: int, text: str) -> TiePlan | None:
     """The plan for a query with a top-level ORDER BY; None where a rewrite could change its rows
-    (or its column names)."""
-    query = query.copy()
+    (or its column names). Rewrites `query` in place: `_shape` parsed it for this call alone."""
     is_select = isinstance(query, exp.Select)
     projections = list((query if is_select else _leftmost_select(query)).expressions)
     starred = any(isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star))
