@@ -117,6 +117,24 @@ def test_deep_source_questions_file_is_an_invalid_entry(tmp_path: Path) -> None:
     assert isinstance(entry, InvalidCase) and entry.line == 1 and "nested deeper than" in entry.message
 
 
+def test_source_questions_are_checked_for_depth_one_by_one_in_the_keys_a_case_keeps(tmp_path: Path) -> None:
+    """A question nested too deep in a key a case keeps is one broken entry; nesting in a key no
+    case reads (Spider's parse tree under `sql`) is never walked, so it costs nothing."""
+    deep = json.loads("[" * MAX_DEPTH + "]" * MAX_DEPTH)
+    questions = [
+        {"db_id": "d", "question": "q1", "query": "SELECT 1", "sql": deep},
+        {"db_id": "d", "question": "q2", "query": "SELECT 2", "tags": deep},
+        {"db_id": "d", "question": "q3", "query": "SELECT 3", "tags": json.loads("[" * (MAX_DEPTH - 2) + "]" * (MAX_DEPTH - 2))},
+    ]
+    (tmp_path / "dev.json").write_text(json.dumps(questions))
+    path = tmp_path / "dev.yaml"
+    path.write_text("source: {format: spider, questions: dev.json, db_dir: db}\n")
+    entries = load_case_file(path)
+    assert [type(e).__name__ for e in entries] == ["Case", "InvalidCase", "InvalidCase"]
+    assert entries[1].message == f"source question 1 is nested deeper than {MAX_DEPTH} levels"
+    assert "nested" not in entries[2].message  # within the limit: broken for its tags, not for depth
+
+
 def test_hostile_files_are_one_error_each_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
     make_shop(pytester.path)
     write_suite(pytester.path, [{"id": "one", "gold": "SELECT 1", "predicted": "SELECT 1"},

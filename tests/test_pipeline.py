@@ -3,6 +3,7 @@ predictor gets a request, not the case."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +88,23 @@ def test_the_predictor_gets_a_request_without_the_gold(tmp_path: Path) -> None:
     assert isinstance(request, PredictionRequest) and not hasattr(request, "gold")
     assert "CREATE TABLE item" in request.schema and request.dialect == "sqlite" and request.question == "How many items?"
     assert request.engine.execute("SELECT 1", Limits()).rows == [(1,)]
+
+
+def test_the_schema_is_read_only_when_a_model_asks_for_it(tmp_path: Path) -> None:
+    """A run scoring a predictions file never reads a database's DDL (a round trip per database)."""
+
+    class Counting(Flaky):
+        ddl_reads = 0
+
+        def schema_ddl(self) -> str:
+            Counting.ddl_reads += 1
+            return super().schema_ddl()
+
+    case = _case(tmp_path)
+    engine = Counting(open_engine(case.database_target), drops=0)
+    assert Pipeline().evaluate(case, LABEL, engine=engine).result.verdict is Verdict.PASS
+    assert Counting.ddl_reads == 0
+    asked: list[str] = []
+    outcome = Pipeline(hook=lambda request: asked.append(request.schema) or "SELECT count(*) FROM item").evaluate(
+        dataclasses.replace(case, predicted=None), LABEL, engine=engine)
+    assert outcome.result.verdict is Verdict.PASS and Counting.ddl_reads == 1 and "CREATE TABLE item" in asked[0]

@@ -6,6 +6,7 @@ Independent of pytest and of the file formats: the loaders (`read.py`, `sources.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +70,7 @@ class Case:
     def is_term_selection(self) -> bool:
         return self.conversation is not None
 
-    @property
+    @functools.cached_property  # asked at every stage of the case; a frozen dataclass allows it
     def written_in(self) -> str:
         """The sqlglot dialect of the case's SQL: its `dialect`, else its own database's."""
         return self.dialect or dialect_of(self.database_target or "")

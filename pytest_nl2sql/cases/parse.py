@@ -12,7 +12,8 @@ Two attacks (or accidents) are refused before they can cost much:
 - **Nesting**: PyYAML's composer and constructor and Python's `json` recurse once per level, so
   `[[[[…]]]]` 50,000 deep raises RecursionError. Nesting deeper than `MAX_DEPTH` is refused
   while composing YAML (before construction); `json.loads` stops by itself at Python's recursion
-  limit (caught), and a JSON document it builds is walked and refused past `MAX_DEPTH`.
+  limit (caught), and a JSON document it builds is walked and refused past `MAX_DEPTH` (a
+  question file of a `source:` block is walked per question, for the keys a case keeps).
 
 A refusal is a `yaml.YAMLError` / `ValueError` with the line where it happened, which the loader
 turns into one broken entry (an ERROR item): the rest of the run goes on.
@@ -118,19 +119,22 @@ def yaml_error(error: yaml.YAMLError, text: str) -> tuple[int | None, str]:
     return (mark.line + 1 if mark is not None else None), message
 
 
-def load_json(text: str) -> Any:
-    """`json.loads`, refusing nesting deeper than `MAX_DEPTH` (a `NestingError`, a ValueError)."""
+def load_json(text: str, *, walked: bool = True) -> Any:
+    """`json.loads`, refusing nesting deeper than `MAX_DEPTH` (a `NestingError`, a ValueError).
+    `walked=False`: only what Python's recursion limit refuses; the caller checks the parts it
+    keeps with `nested_too_deep` (Spider's dev.json holds a parse tree per question, which no
+    case keeps and which costs more to walk than to load)."""
     try:
         with _collector_paused():
             data = json.loads(text)
     except RecursionError:  # deeper than Python's recursion limit: json stops there by itself
         raise NestingError(f"nested deeper than {MAX_DEPTH} levels") from None
-    if _nested_deeper(data, MAX_DEPTH):
+    if walked and nested_too_deep(data):
         raise NestingError(f"nested deeper than {MAX_DEPTH} levels")
     return data
 
 
-def _nested_deeper(data: Any, limit: int) -> bool:
+def nested_too_deep(data: Any, limit: int = MAX_DEPTH) -> bool:
     """Whether lists and dicts nest deeper than `limit` in a loaded JSON document (a walk without
     recursion; four times faster than scanning the text for brackets outside strings)."""
     stack = [(data, 1)]

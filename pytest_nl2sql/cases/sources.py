@@ -8,7 +8,7 @@ from typing import Any
 
 from pytest_nl2sql.cases.confine import Confinement
 from pytest_nl2sql.cases.model import ALIASES, CASE_KEYS, SOURCE_FORMATS, Broken, CaseFileError, default_id
-from pytest_nl2sql.cases.parse import load_json
+from pytest_nl2sql.cases.parse import MAX_DEPTH, load_json, nested_too_deep
 
 SOURCE_KEYS = ("format", "questions", "db_dir", "gold", "predictions", "tables")
 
@@ -37,7 +37,7 @@ def source_entries(
                 raise CaseFileError(path, line, problem)
     questions_path = base / str(source["questions"])
     try:
-        questions = load_json(questions_path.read_text(encoding="utf-8"))
+        questions = load_json(questions_path.read_text(encoding="utf-8"), walked=False)  # walked per question
     except (OSError, ValueError) as e:
         raise CaseFileError(path, line, f"cannot read source.questions {questions_path}: {e}") from e
     if not isinstance(questions, list):
@@ -63,6 +63,9 @@ def source_entries(
             yield line, Broken(f"source question {index} is not a JSON object")
             continue
         entry = {k: v for k, v in question.items() if k in ALIASES or k in CASE_KEYS}
+        if nested_too_deep(entry, MAX_DEPTH - 1):  # the entry sits one level inside the list
+            yield line, Broken(f"source question {index} is nested deeper than {MAX_DEPTH} levels")
+            continue
         entry["db_dir"] = db_dir
         if tables_json is not None:
             entry["tables_json"] = tables_json

@@ -346,31 +346,39 @@ class SizeBudget:
     def add(self, row: Sequence[Any]) -> None:
         """Count one fetched row; raise `TooManyRows` when a cap is passed (`ResultTooLarge`
         past `memory_rows`, when spilling)."""
-        self.rows += 1
-        if self.rows > self.limits.max_rows:
-            raise TooManyRows(
-                f"the result has more than {self.limits.max_rows} rows (the row cap)"
-            )
-        if self._memory_rows is not None and self.rows > self._memory_rows:
-            raise ResultTooLarge(
-                f"the result has more than {self._memory_rows} rows, more than are held in"
-                " memory (Limits.memory_rows): compare it streamed"
-            )
-        size = self.ROW_OVERHEAD
-        for value in row:
-            kind = type(value)
-            if kind is str or kind is bytes:
-                size += len(value)
-            elif value is None or kind is float or (kind is int and -_INT64 <= value < _INT64):
-                size += self.VALUE_OVERHEAD
-            else:
-                size += value_size(value)
-        self.bytes += size
-        if self.bytes > self.limits.max_bytes:
-            raise TooManyRows(
-                f"the result is larger than {self.limits.max_bytes} bytes (the size cap)"
-                f" after {self.rows} rows"
-            )
+        self.add_all((row,))
+
+    def add_all(self, rows: Iterable[Sequence[Any]]) -> None:
+        """`add` for each row of a batch in turn, in one call: this loop sees every value of
+        every result."""
+        max_rows, max_bytes, memory_rows = self.limits.max_rows, self.limits.max_bytes, self._memory_rows
+        count, total = self.rows, self.bytes
+        try:
+            for row in rows:
+                count += 1
+                if count > max_rows:
+                    raise TooManyRows(f"the result has more than {max_rows} rows (the row cap)")
+                if memory_rows is not None and count > memory_rows:
+                    raise ResultTooLarge(
+                        f"the result has more than {memory_rows} rows, more than are held in"
+                        " memory (Limits.memory_rows): compare it streamed"
+                    )
+                size = self.ROW_OVERHEAD
+                for value in row:
+                    kind = type(value)
+                    if kind is str or kind is bytes:
+                        size += len(value)
+                    elif value is None or kind is float or (kind is int and -_INT64 <= value < _INT64):
+                        size += self.VALUE_OVERHEAD
+                    else:
+                        size += value_size(value)
+                total += size
+                if total > max_bytes:
+                    raise TooManyRows(
+                        f"the result is larger than {max_bytes} bytes (the size cap) after {count} rows"
+                    )
+        finally:
+            self.rows, self.bytes = count, total
 
 
 _INT64 = 2**64  # an int within +-2**64 counts as a fixed-size number

@@ -238,9 +238,8 @@ class InProcess:
             columns, rows, done, deterministic = run(
                 sql, limits.timeout, limits.timeout, limits.max_rows, limits.max_value_bytes)
             while True:
-                for row in rows:
-                    budget.add(row)  # raises TooManyRows past a cap
-                    kept.append(row)
+                budget.add_all(rows)  # raises TooManyRows past a cap
+                kept.extend(rows)
                 if done:
                     break
                 rows, done = self.session.more()

@@ -207,8 +207,7 @@ class Worker:
             kept: list[tuple[Any, ...]] = []
             while True:
                 try:
-                    for row in rows:
-                        budget.add(row)
+                    budget.add_all(rows)
                 except (TooManyRows, ResultTooLarge):
                     self._ask(("stop", handle), deadline)
                     raise

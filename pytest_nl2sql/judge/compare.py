@@ -174,8 +174,8 @@ class CompareOptions:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> "CompareOptions":
         """Build options from a case's `compare:` mapping; a wrong key or value raises ValueError naming it."""
-        if data is None:
-            return cls()
+        if data is None or (isinstance(data, Mapping) and not data):
+            return DEFAULT_OPTIONS if cls is CompareOptions else cls()
         if not isinstance(data, Mapping):
             raise ValueError(f"'compare' must be a mapping of options, not {data!r}")
         known = {f for f in cls.__dataclass_fields__}
@@ -183,6 +183,9 @@ class CompareOptions:
             if key not in known and key not in TERM_SELECTION_KEYS and key not in SOFT_SCORE_KEYS:
                 raise ValueError(f"unknown compare option {key!r} (known: {', '.join(sorted(known))})")
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+DEFAULT_OPTIONS = CompareOptions()  # frozen: one instance serves every case without `compare:`
 
 
 @dataclass(frozen=True)
@@ -267,7 +270,7 @@ def compare_results(
     column names, which ``columns`` mode needs when `condition_cols` names columns. `ties`: the
     gold's groups of rows tied on its ORDER BY keys (used when the comparison is ordered).
     """
-    opts = options or CompareOptions()
+    opts = options or DEFAULT_OPTIONS
     gold = [tuple(r) for r in gold_rows]
     pred = [tuple(r) for r in pred_rows]
     gold_width = len(gold[0]) if gold else gold_columns

@@ -42,6 +42,7 @@ class _NaN:
 
 
 NAN = _NaN()
+_NUMBER_START = frozenset("+-.0123456789")
 _NUMERIC = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # over a value, not over SQL
 
 
@@ -63,7 +64,7 @@ def _utc_time(value: _dt.time) -> _dt.time:
 def _text(value: str, case_sensitive: bool, strip_whitespace: bool) -> Any:
     """Numeric text as its number (`"1.50"` is 1.5), other text as written (or folded, stripped)."""
     text = value.strip() if strip_whitespace else value
-    if _NUMERIC.fullmatch(text):
+    if text[:1] in _NUMBER_START and _NUMERIC.fullmatch(text):  # names and words: no regex
         if "." in text or "e" in text or "E" in text:
             return _number(float(text))
         return int(text)

@@ -63,7 +63,7 @@ from pytest_nl2sql.engines.base import (
     Limits,
     QueryResult,
 )
-from pytest_nl2sql.judge.compare import DIFF_CAP, CompareOptions, Comparison, Mode, greedy_pairing
+from pytest_nl2sql.judge.compare import DEFAULT_OPTIONS, DIFF_CAP, CompareOptions, Comparison, Mode, greedy_pairing
 from pytest_nl2sql.judge.equality import NAN, normalise_value
 from pytest_nl2sql.vocab import Reason, Verdict
 
@@ -373,7 +373,7 @@ def compare_large(gold: Opener, pred: Opener, *, order_matters: bool, options: C
 
     Raises `Unsupported` for options that cannot be hashed (`unsupported`), and whatever the
     streams raise (`EngineError`s of either side)."""
-    opts = options or CompareOptions()
+    opts = options or DEFAULT_OPTIONS
     why = unsupported(opts)
     if why is not None:
         raise Unsupported(why)

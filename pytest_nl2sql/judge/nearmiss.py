@@ -30,7 +30,7 @@ import decimal
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_nl2sql.judge.compare import CompareOptions, Mode, compare_results
+from pytest_nl2sql.judge.compare import DEFAULT_OPTIONS, CompareOptions, Mode, compare_results
 from pytest_nl2sql.judge.equality import normalise_value
 from pytest_nl2sql.vocab import NearMiss
 
@@ -73,7 +73,7 @@ def near_miss(gold_results: Sequence[tuple[Sequence[Sequence[Any]], int]], pred_
               pred_width: int, order_matters: bool, options: CompareOptions | None = None) -> NearMiss | None:
     """The first near miss (contract order) that the prediction is to any gold result.
     `gold_results` are (rows, column count) pairs."""
-    base = dataclasses.replace(options or CompareOptions(), mode=Mode.EXEC, condition_cols=None, ignore_order=False)
+    base = dataclasses.replace(options or DEFAULT_OPTIONS, mode=Mode.EXEC, condition_cols=None, ignore_order=False)
     pred = [tuple(r) for r in pred_rows]
     golds = [([tuple(r) for r in rows], width) for rows, width in gold_results]
     if any(_shape(g, w) == _shape(pred, pred_width) and

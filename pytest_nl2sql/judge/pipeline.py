@@ -12,6 +12,7 @@ prediction in its call: `prepare` (database, hardness, gold) and `finish` (predi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sqlite3
 from collections.abc import Callable
@@ -181,7 +182,7 @@ class Pipeline:
         return self._predict_sql(case, label, engine)
 
     def _predict_sql(self, case: Case, label: CaseLabel, engine: Engine | None) -> PredictionOutcome:
-        schema = self.schema_ddl(engine) if engine is not None else ""
+        schema = functools.partial(self.schema_ddl, engine) if engine is not None else _unreadable_schema
         # the predictor writes for the database the case runs on (its schema is that database's)
         dialect = engine.dialect if engine is not None else case.written_in
         request = PredictionRequest.for_case(case, schema=schema, engine=engine, dialect=dialect)
@@ -465,7 +466,7 @@ class Pipeline:
     def _predict_turns(self, case: Case, label: CaseLabel, conversation: tuple[Any, ...]) -> PredictionOutcome:
         """The hook is asked once per targeted turn, with the conversation up to that turn; a
         stored prediction answers the whole case (one selection, or one per targeted turn)."""
-        request = PredictionRequest.for_case(case, schema=None, engine=None, dialect=case.written_in)
+        request = PredictionRequest.for_case(case, schema=_no_schema, engine=None, dialect=case.written_in)
         answers: list[Any] = []
         latency = 0.0
         for index in termselection.targeted_turns(conversation):
@@ -576,6 +577,16 @@ def _computed_hardness(case: Case, schema: Any) -> str | None:
     from pytest_nl2sql.metrics.hardness import case_hardness
 
     return case_hardness(case.gold[0], schema, case.written_in)
+
+
+def _unreadable_schema() -> str:
+    """The schema a model gets when the case's database cannot be opened (the case is broken)."""
+    return ""
+
+
+def _no_schema() -> None:
+    """Term-selection cases give a model no database schema."""
+    return None
 
 
 def _compare_options(case: Case) -> CompareOptions | None:

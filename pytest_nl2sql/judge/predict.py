@@ -33,27 +33,34 @@ class PredictionRequest:
     hint: str | None  # BIRD's evidence
     dialect: str  # the sqlglot dialect the prediction should be written in
     database: str | None  # as the case names it (a db_id, a path or a URL)
-    schema: str | None  # the database's DDL text (None for term-selection cases)
     tags: tuple[str, ...]
     conversation: tuple[Mapping[str, Any], ...] | None  # term selection: up to the turn to answer
     engine: Any  # the open, read-only database (an `Engine`), to explore while predicting
     position: int  # the case's zero-based position in its file
-    # the case's (question, schema, whole conversation), which `key` hashes (a turn keeps its case's)
+    # reads `schema` (None for term-selection cases) when first asked: a run without a model never does
+    schema_of: Callable[[], str | None] = dataclasses.field(repr=False, compare=False)
+    # the case's (question, whole conversation), which `key` hashes with the schema (a turn keeps its case's)
     key_of: tuple[Any, ...] = dataclasses.field(repr=False, compare=False)
+
+    @functools.cached_property
+    def schema(self) -> str | None:
+        """The database's DDL text (None for term-selection cases)."""
+        return self.schema_of()
 
     @functools.cached_property
     def key(self) -> str:
         """What a recorded answer depends on (question, schema, whole conversation); hashed only
         when asked (a recording or a replay), not for every case."""
-        return prediction_key(*self.key_of)
+        question, conversation = self.key_of
+        return prediction_key(question, self.schema, conversation)
 
     @classmethod
-    def for_case(cls, case: Case, *, schema: str | None, engine: Any, dialect: str) -> "PredictionRequest":
+    def for_case(cls, case: Case, *, schema: Callable[[], str | None], engine: Any, dialect: str) -> "PredictionRequest":
         conversation = list(case.conversation) if case.conversation is not None else None
         return cls(
             id=case.id, file=case.file, question=case.question, hint=case.hint, dialect=dialect,
-            database=case.database, schema=schema, tags=case.tags, conversation=case.conversation,
-            engine=engine, position=case.position, key_of=(case.question, schema, conversation),
+            database=case.database, tags=case.tags, conversation=case.conversation,
+            engine=engine, position=case.position, schema_of=schema, key_of=(case.question, conversation),
         )
 
     def at_turn(self, conversation: tuple[Mapping[str, Any], ...]) -> "PredictionRequest":

@@ -23,6 +23,7 @@ a second column ``n``) and ``NULL`` / ``TRUE`` / ``FALSE`` as a column name.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
@@ -191,7 +192,17 @@ Value = Union[float, str, ColUnit, SpiderSQL, None]
 _SPLIT_CHARS = frozenset("()[]{}<>;@#$%&?!*")
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.=+-/")
 _VALUE_PLACEHOLDER = "__val__"
-_TOKENIZER_CLASS = SQLite.tokenizer_class  # instantiated per call: a tokenizer keeps state while it runs
+_TOKENIZER_CLASS = SQLite.tokenizer_class
+_TOKENIZERS = threading.local()  # one tokenizer per thread: it keeps state while it runs (reset per call)
+
+
+def _tokenize(text: str) -> list[Token]:
+    """sqlglot's tokens of `text`, by this thread's tokenizer (making one costs as much as
+    tokenizing a short query)."""
+    tokenizer = getattr(_TOKENIZERS, "tokenizer", None)
+    if tokenizer is None:
+        tokenizer = _TOKENIZERS.tokenizer = _TOKENIZER_CLASS()
+    return tokenizer.tokenize(text)
 
 
 class _Piece(NamedTuple):  # a tuple: made a few dozen times per query, so cheap to make
@@ -207,7 +218,7 @@ def spider_words(sql: str) -> tuple[str, ...]:
     if (sql.count("'") + sql.count('"')) % 2:
         raise SpiderParseError("unbalanced quotes (the official tokenizer rejects an odd number of quote characters)")
     try:
-        tokens = _TOKENIZER_CLASS().tokenize(sql)
+        tokens = _tokenize(sql)
     except SqlglotError as exc:
         raise SpiderParseError(f"cannot tokenize: {exc}") from exc
     pieces: list[_Piece] = []
@@ -266,7 +277,7 @@ def _comment_pieces(sql: str, start: int, end: int) -> list[_Piece]:
 
 def _text_pieces(sql: str, start: int, stop: int) -> list[_Piece]:
     try:
-        tokens = _TOKENIZER_CLASS().tokenize(sql[start:stop])
+        tokens = _tokenize(sql[start:stop])
     except SqlglotError:
         return []
     pieces: list[_Piece] = []
