@@ -588,6 +588,16 @@ class TestProperties:
         gold, pred = pair
         assert bool(compare_results(gold, pred, ordered)) == brute_force(gold, pred, ordered)
 
+    @settings(max_examples=300, deadline=None)
+    @given(result_pairs(), st.booleans(), st.sampled_from(["exec", "set", "subset", "spider"]))
+    def test_a_match_only_comparison_gives_the_same_answer_without_the_diff(self, pair, ordered, mode):
+        gold, pred = pair
+        options = CompareOptions(mode=mode)
+        full = compare_results(gold, pred, ordered, options)
+        quick = compare_results(gold, pred, ordered, options, explain=False)
+        assert quick.match == full.match
+        assert quick.match or (quick.missing == () and quick.extra == () and quick.pairing is None)
+
     @settings(max_examples=400, deadline=None)
     @given(result_pairs(), st.booleans())
     def test_spider_mode_equals_the_official_result_eq(self, pair, ordered):

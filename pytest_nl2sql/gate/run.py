@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import subprocess
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,23 @@ def git_commit(directory: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+class CommitLookup:
+    """`git_commit(directory)` asked in a thread when a run starts and read when it ends: the two git
+    processes (`git status` reads the whole tree) then cost the run no time of its own."""
+
+    def __init__(self, directory: Path) -> None:
+        self._commit: str | None = None
+        self._thread = threading.Thread(target=self._look, args=(directory,), name="nl2sql-git-commit", daemon=True)
+        self._thread.start()
+
+    def _look(self, directory: Path) -> None:
+        self._commit = git_commit(directory)
+
+    def result(self) -> str | None:
+        self._thread.join()
+        return self._commit
 
 
 PER_CASE = "per case"  # the engine of a run without --nl2sql-dsn: each case's own database

@@ -262,6 +262,7 @@ def compare_results(
     pred_columns: int | None = None,
     gold_names: Sequence[str] | None = None,
     ties: TieGroups | None = None,
+    explain: bool = True,
 ) -> Comparison:
     """Compare a predicted result with the gold one (rows as sequences of values).
 
@@ -269,6 +270,8 @@ def compare_results(
     (only rows travel here); they are ignored where rows exist. `gold_names` are the gold's
     column names, which ``columns`` mode needs when `condition_cols` names columns. `ties`: the
     gold's groups of rows tied on its ORDER BY keys (used when the comparison is ordered).
+    `explain=False`: only whether they match is wanted (a mismatch may come without its reason,
+    pairing or diff), for callers that ask many such questions (the near-miss classification).
     """
     opts = options or DEFAULT_OPTIONS
     gold = [tuple(r) for r in gold_rows]
@@ -290,7 +293,7 @@ def compare_results(
         # every mode but Spider's accepts (its quick rejection compares str(row), so 1 != 1.0 there),
         # so no normalisation or column permutation is needed
         return Comparison(match=True, pairing=tuple(range(gold_width or 0)))
-    return _Comparer(gold, pred, gold_width, pred_width, order_matters, opts, ties).run()
+    return _Comparer(gold, pred, gold_width, pred_width, order_matters, opts, ties, explain).run()
 
 
 def _identical(gold: list[tuple], pred: list[tuple], order_matters: bool) -> bool:
@@ -312,8 +315,10 @@ class _Comparer:
     """One comparison of two non-empty-or-one-empty results (all modes but ``columns``)."""
 
     def __init__(self, gold: list[tuple], pred: list[tuple], gold_width: int | None, pred_width: int | None,
-                 order_matters: bool, opts: CompareOptions, ties: TieGroups | None = None) -> None:
+                 order_matters: bool, opts: CompareOptions, ties: TieGroups | None = None,
+                 explain: bool = True) -> None:
         self.opts = opts
+        self.explain = explain
         self.mode = opts.mode
         self.equality = _Equality.of(opts)
         self.tolerant = self.equality.tolerant
@@ -354,6 +359,8 @@ class _Comparer:
         return self._explain_failure(gave_up=gave_up)
 
     def _explain_failure(self, quick_rejected: bool = False, gave_up: bool = False) -> Comparison:
+        if not self.explain:
+            return Comparison(match=False)
         if self.ordered:
             pairing, gave_up = self._tied_rows_pairing() if self.ties is not None and self.ties.cut else self._unordered_pairing()
             if pairing is not None and not (quick_rejected and official_quick_reject(self.gold, self.pred, False)):
@@ -370,6 +377,8 @@ class _Comparer:
 
     # -- diff ---------------------------------------------------------------------------------------
     def _with_diff(self, base: Comparison) -> Comparison:
+        if not self.explain:
+            return base
         width = self.gold_width
         if not self.ngold or not self.npred:  # one side is empty: everything on the other differs
             extra = [] if self.mode is Mode.SUBSET else self.pred

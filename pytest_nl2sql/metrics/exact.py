@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from pytest_nl2sql.metrics.spider_schema import SpiderSchema
@@ -63,18 +64,23 @@ def exact_match(gold: str, predicted: str, schema: SpiderSchema) -> ExactMatch:
     does not parse raises `ValueError` (the official tool aborts on it).
     """
     try:
-        gold_sql = parse_spider_sql(gold.strip(), schema)
+        gold_norm = _normalized(gold.strip(), schema)
     except SpiderParseError as exc:
         raise ValueError(f"the gold query does not parse for Spider exact match: {exc}") from exc
     text = predicted.strip().split("\t")[0].replace(" value ", " 1 ")
     try:
-        pred_sql = parse_spider_sql(text, schema)
+        pred_norm = _normalized(text, schema)
     except SpiderParseError:
-        pred_sql = SpiderSQL.empty()
-    gold_norm = normalize(gold_sql, schema)
-    pred_norm = gold_norm if pred_sql is gold_sql else normalize(pred_sql, schema)  # the same text: parsed once
+        pred_norm = normalize(SpiderSQL.empty(), schema)
     match, partial = _exact(pred_norm, gold_norm)
     return ExactMatch(match, partial)
+
+
+@lru_cache(maxsize=8192)
+def _normalized(sql: str, schema: SpiderSchema) -> SpiderSQL:
+    """`normalize` of the parsed `sql`, kept per text like the parse: paraphrased questions share
+    their gold, and predictions repeat golds and each other."""
+    return normalize(parse_spider_sql(sql, schema), schema)
 
 
 def aggregate_partial(partials: Iterable[Mapping[str, Mapping[str, float | int]]]) -> dict[str, dict[str, float]]:

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_nl2sql.gate.baseline import Baseline
 from pytest_nl2sql.gate.finish import Gate, finish_run
-from pytest_nl2sql.gate.run import RunInfo, engine_label, git_commit, utc_now
+from pytest_nl2sql.gate.run import CommitLookup, RunInfo, engine_label, git_commit, utc_now
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.plugin import terminal
 from pytest_nl2sql.plugin.items import CaseItem, result_of
@@ -34,6 +34,7 @@ class Controller:
         self.started = utc_now()
         self.run: RunInfo | None = None
         self.progress: ProgressDisplay | None = None
+        self.commit: CommitLookup | None = None  # started once cases are collected
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._show_progress(session.config, sum(1 for item in session.items if isinstance(item, CaseItem)))
@@ -44,6 +45,9 @@ class Controller:
             self._show_progress(node.config, len(ids))
 
     def _show_progress(self, config: pytest.Config, total: int) -> None:
+        """Cases were collected: show their progress, and look up the commit meanwhile."""
+        if total and self.commit is None:
+            self.commit = CommitLookup(config.rootpath)
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and total:
             self.progress = ProgressDisplay(reporter, total, config.get_verbosity())
@@ -67,7 +71,8 @@ class Controller:
         rootdir = session.config.rootpath
         self.run = RunInfo(
             started=self.started.isoformat(timespec="seconds"), duration_s=round((utc_now() - self.started).total_seconds(), 3),
-            label=settings.label, git_commit=git_commit(rootdir), engine=engine_label(settings.dsn),
+            label=settings.label, git_commit=self.commit.result() if self.commit else git_commit(rootdir),
+            engine=engine_label(settings.dsn),
             complete=complete, options=settings.run_options(),
         )
         gate = Gate(
