@@ -366,6 +366,7 @@ def test_only_queries_whose_functions_are_bounded_per_step_run_in_process(db: Pa
         engine.execute("SELECT count(*), max(name), upper(name) FROM singer GROUP BY name", LIMITS)
         assert _served(engine) == served  # in this process
         assert engine._handle is None  # the worker has not even opened the database
+        assert engine._worker.pid is not None  # but it was started, to boot while this process works
         rows = engine.execute("SELECT name, instr(name, 'o') FROM singer ORDER BY singer_id", LIMITS).rows
         assert rows == [("Joe", 2), ("Ann", 0), ("Bo", 2)]  # refused here while prepared, answered there
         engine.execute("SELECT name FROM singer WHERE name LIKE '%a%'", LIMITS)

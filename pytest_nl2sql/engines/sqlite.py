@@ -97,6 +97,7 @@ class SqliteEngine:
         self._local: InProcess | None = None  # the in-process session of trusted queries, opened on first use
         if not immutable:
             self._here()  # a missing or unreadable database fails here (DatabaseMissing), not mid-run
+            self._worker.start()  # booting meanwhile, for the first query that calls an unbounded function
         self._stream_local: InProcess | None = None  # the in-process session of streams, likewise
         self._streaming = False  # a stream of this engine is open
 

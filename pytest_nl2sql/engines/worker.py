@@ -164,6 +164,16 @@ class Worker:
                 raise
             return handle
 
+    def start(self) -> None:
+        """Start the child now, without waiting for it: it boots on another core while the caller
+        goes on, so the first query that needs it does not wait for an interpreter to start. A
+        worker busy with a stream (its child is running) is left alone."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._ensure()
+            finally:
+                self._lock.release()
+
     def remove(self, handle: int) -> None:
         """Forget a database and close its connection in the child."""
         self._check_not_streaming()
