@@ -208,7 +208,8 @@ def _plan(query: exp.Expression, dialect: str | None, max_rows: int, text: str) 
     rewritten = bool(hidden) or extended is not None
     if rewritten and (dialect or "").lower() in _NAMED_BY_TEXT and not _keep_names(projections, text, dialect):
         return None
-    return TiePlan(query.sql(dialect=dialect) if rewritten else "", keys, len(hidden), limit, offset or 0, extended)
+    sql = query.sql(dialect=dialect, copy=False) if rewritten else ""  # our own parse: nothing to copy for
+    return TiePlan(sql, keys, len(hidden), limit, offset or 0, extended)
 
 
 def _keep_names(projections: list[exp.Expression], text: str, dialect: str | None) -> bool:
