@@ -169,7 +169,8 @@ _ACTION_NAMES = {
 
 
 class Refusal(Exception):
-    """A query (or open) that failed; `kind` (one of `ERROR_KINDS`) says how the parent reports it."""
+    """A query (or open) that failed; `kind` (one of `ERROR_KINDS`) says how the parent reports it.
+    `run_bounded` raises kind "unbounded" too, in the calling process only (it never travels)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
