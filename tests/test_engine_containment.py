@@ -206,6 +206,12 @@ def test_batches_are_sized_as_the_parent_counts(sqlite_engine: SqliteEngine) -> 
     assert len(sqlite_engine.execute("SELECT n FROM big", exact).rows) == 2_000
     with pytest.raises(TooManyRows, match="more than 1999 rows"):
         sqlite_engine.execute("SELECT n FROM big", Limits(timeout=5.0, max_rows=1_999))
+    # the size cap holds to the byte, in this process (batches the session sized) and in the worker
+    size = 2_000 * row_size((1,))
+    for sql in ("SELECT n FROM big", "SELECT n FROM big WHERE 'x' LIKE 'x'"):
+        assert len(sqlite_engine.execute(sql, Limits(timeout=5.0, max_bytes=size)).rows) == 2_000
+        with pytest.raises(TooManyRows, match="size cap"):
+            sqlite_engine.execute(sql, Limits(timeout=5.0, max_bytes=size - 1))
 
 
 # -- the worker process itself ------------------------------------------------------------------

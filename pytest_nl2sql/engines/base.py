@@ -357,12 +357,9 @@ class SizeBudget:
             for row in rows:
                 count += 1
                 if count > max_rows:
-                    raise TooManyRows(f"the result has more than {max_rows} rows (the row cap)")
+                    raise self._past_row_cap()
                 if memory_rows is not None and count > memory_rows:
-                    raise ResultTooLarge(
-                        f"the result has more than {memory_rows} rows, more than are held in"
-                        " memory (Limits.memory_rows): compare it streamed"
-                    )
+                    raise self._past_memory_rows()
                 size = self.ROW_OVERHEAD
                 for value in row:
                     kind = type(value)
@@ -374,11 +371,33 @@ class SizeBudget:
                         size += value_size(value)
                 total += size
                 if total > max_bytes:
-                    raise TooManyRows(
-                        f"the result is larger than {max_bytes} bytes (the size cap) after {count} rows"
-                    )
+                    raise self._past_size_cap(count)
         finally:
             self.rows, self.bytes = count, total
+
+    def add_counted(self, rows: int, size: int) -> None:
+        """Count a batch whose size the fetcher has already counted with the same formula (the
+        SQLite session sizes its batches row by row): the caps are checked once per batch."""
+        self.rows += rows
+        self.bytes += size
+        if self.rows > self.limits.max_rows:
+            raise self._past_row_cap()
+        if self._memory_rows is not None and self.rows > self._memory_rows:
+            raise self._past_memory_rows()
+        if self.bytes > self.limits.max_bytes:
+            raise self._past_size_cap(self.rows)
+
+    def _past_row_cap(self) -> TooManyRows:
+        return TooManyRows(f"the result has more than {self.limits.max_rows} rows (the row cap)")
+
+    def _past_memory_rows(self) -> ResultTooLarge:
+        return ResultTooLarge(
+            f"the result has more than {self._memory_rows} rows, more than are held in"
+            " memory (Limits.memory_rows): compare it streamed"
+        )
+
+    def _past_size_cap(self, rows: int) -> TooManyRows:
+        return TooManyRows(f"the result is larger than {self.limits.max_bytes} bytes (the size cap) after {rows} rows")
 
 
 _INT64 = 2**64  # an int within +-2**64 counts as a fixed-size number

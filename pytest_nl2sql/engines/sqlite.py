@@ -238,8 +238,9 @@ class InProcess:
         try:
             columns, rows, done, deterministic = run(
                 sql, limits.timeout, limits.timeout, limits.max_rows, limits.max_value_bytes)
+            session = self.session
             while True:
-                budget.add_all(rows)  # raises TooManyRows past a cap
+                budget.add_counted(len(rows), session.batch_bytes)  # raises TooManyRows past a cap
                 kept.extend(rows)
                 if done:
                     break

@@ -323,6 +323,7 @@ class SqliteSession(Session):
         # `run_bounded`: a function outside LINEAR_FUNCTIONS is refused while the statement is
         # prepared (before any step runs), so that the caller can send the query to the worker
         self._bounded_only = False
+        self.batch_bytes = 0  # the size of the last batch, counted as `SizeBudget` counts it
         self._cursor: sqlite3.Cursor | None = None
         self._conn = _connect_sqlite(path, immutable)
         try:
@@ -429,9 +430,11 @@ class SqliteSession(Session):
         return tuple(d[0] for d in cursor.description)
 
     def more(self, timeout: float | None = None) -> tuple[list[tuple[Any, ...]], bool]:
-        """`Session.more`, inlined: this loop runs for every row of every SQLite query."""
+        """`Session.more`, inlined: this loop runs for every row of every SQLite query. The
+        batch's size is left in `batch_bytes` (the in-process caller counts it once)."""
         cursor = self._cursor
         if not self._running or cursor is None:
+            self.batch_bytes = 0
             return [], True
         if timeout is not None:
             self._extend(timeout)
@@ -457,6 +460,7 @@ class SqliteSession(Session):
             self.stop()
             raise
         self._left -= len(rows)
+        self.batch_bytes = size
         if done or not self._left:
             self.stop()
             done = True

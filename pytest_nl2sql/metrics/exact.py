@@ -63,8 +63,9 @@ def exact_match(gold: str, predicted: str, schema: SpiderSchema) -> ExactMatch:
     one that does not parse is compared as an empty query (so it does not match). A gold query that
     does not parse raises `ValueError` (the official tool aborts on it).
     """
+    gold_text = gold.strip()
     try:
-        gold_norm = _normalized(gold.strip(), schema)
+        gold_norm = _normalized(gold_text, schema)
     except SpiderParseError as exc:
         raise ValueError(f"the gold query does not parse for Spider exact match: {exc}") from exc
     text = predicted.strip().split("\t")[0].replace(" value ", " 1 ")
@@ -72,6 +73,8 @@ def exact_match(gold: str, predicted: str, schema: SpiderSchema) -> ExactMatch:
         pred_norm = _normalized(text, schema)
     except SpiderParseError:
         pred_norm = normalize(SpiderSQL.empty(), schema)
+    if pred_norm == gold_norm:  # the same query once normalised (most right predictions)
+        return ExactMatch(True, {name: dict(scores) for name, scores in _agreeing(gold_text, schema).items()})
     match, partial = _exact(pred_norm, gold_norm)
     return ExactMatch(match, partial)
 
@@ -81,6 +84,15 @@ def _normalized(sql: str, schema: SpiderSchema) -> SpiderSQL:
     """`normalize` of the parsed `sql`, kept per text like the parse: paraphrased questions share
     their gold, and predictions repeat golds and each other."""
     return normalize(parse_spider_sql(sql, schema), schema)
+
+
+@lru_cache(maxsize=8192)
+def _agreeing(sql: str, schema: SpiderSchema) -> dict[str, dict[str, float | int]]:
+    """The partial scores of a query against itself, which are those of any prediction that
+    normalises to it: every component agrees, and its totals are the gold's. Kept per gold text;
+    callers get copies."""
+    query = _normalized(sql, schema)
+    return partial_scores(query, query)
 
 
 def aggregate_partial(partials: Iterable[Mapping[str, Mapping[str, float | int]]]) -> dict[str, dict[str, float]]:
