@@ -94,11 +94,11 @@ class SqliteEngine:
         self._handle: int | None = None  # the database's handle in the worker, opened on first need
         self._handle_lock = threading.Lock()  # a prediction asked ahead of its turn may need it first
         self._version = _DataVersion(path) if RESULT_CACHE_BYTES > 0 and not immutable else None
-        self._local: InProcess | None = None  # the in-process session of trusted queries, opened on first use
+        self._local: InProcess | None = None  # the in-process session of golds and bounded predictions
         if not immutable:
             self._here()  # a missing or unreadable database fails here (DatabaseMissing), not mid-run
             self._worker.start()  # booting meanwhile, for the first query that calls an unbounded function
-        self._stream_local: InProcess | None = None  # the in-process session of streams, likewise
+        self._stream_local: InProcess | None = None  # the in-process session of streams, opened on first use
         self._streaming = False  # a stream of this engine is open
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
@@ -129,14 +129,19 @@ class SqliteEngine:
         self._check_open()
         if self._streaming:
             raise RuntimeError(f"a stream is already open on {self!r}: close it first")
-        here = self._here()
         self._streaming = True
         try:
-            if trusted or here.session.steps_are_bounded(sql):
-                if self._stream_local is None:
-                    self._stream_local = InProcess(_translating_refusals(SqliteSession, *self._session_args))
-                with self._stream_local.stream(sql, limits) as result:
-                    yield result
+            if self._stream_local is None:
+                self._stream_local = InProcess(_translating_refusals(SqliteSession, *self._session_args))
+            try:
+                local = self._stream_local.open_stream(sql, limits, bounded=not trusted)
+            except _StepsUnbounded:
+                local = None
+            if local is not None:
+                try:
+                    yield local
+                finally:
+                    local.close()
             else:
                 with self._worker.stream(self._live_handle(), sql, limits) as result:
                     yield result
@@ -232,50 +237,52 @@ class InProcess:
     def answer(self, sql: str, limits: Limits, *, bounded: bool = False) -> Answer:
         """The query's rows; `bounded`: only if its every step is bounded (else `_StepsUnbounded`,
         raised while the statement is prepared, before anything runs)."""
+        session = self.session
         budget = SizeBudget(limits, spill=True)
         kept: list[tuple[Any, ...]] = []
-        run = self.session.run_bounded if bounded else self.session.run
+        run = session.run_bounded if bounded else session.run
         try:
             columns, rows, done, deterministic = run(
                 sql, limits.timeout, limits.timeout, limits.max_rows, limits.max_value_bytes)
-            session = self.session
             while True:
                 budget.add_counted(len(rows), session.batch_bytes)  # raises TooManyRows past a cap
                 kept.extend(rows)
                 if done:
                     break
-                rows, done = self.session.more()
+                rows, done = session.more()
         except Refusal as refusal:
-            if refusal.kind == "unbounded":
-                raise _StepsUnbounded from None
-            raise REFUSAL_ERRORS.get(refusal.kind, QueryError)(refusal.message) from None
+            raise _raised(refusal) from None
         finally:
-            self.session.stop()
+            session.stop()
         return Answer(QueryResult(tuple(columns), kept), deterministic, budget.bytes)
 
-    @contextmanager
-    def stream(self, sql: str, limits: Limits) -> Iterator[BatchStream]:
-        """The session's batches as a `BatchStream`; refusals raised as the worker raises them."""
+    def open_stream(self, sql: str, limits: Limits, *, bounded: bool = False) -> BatchStream:
+        """The session's batches as a `BatchStream` (the caller closes it); refusals raised as the
+        worker raises them, `bounded` as for `answer`."""
         session = self.session
-        translated = _translating_refusals
         started = time.monotonic()
-        columns, rows, done, _ = translated(
-            session.run, sql, limits.timeout, limits.timeout, limits.max_rows, limits.max_value_bytes)
-        result = BatchStream(
-            columns, rows, done, lambda left: translated(session.more, left), session.stop, limits,
+        run = session.run_bounded if bounded else session.run
+        columns, rows, done, _ = _translating_refusals(
+            run, sql, limits.timeout, limits.timeout, limits.max_rows, limits.max_value_bytes)
+        return BatchStream(
+            columns, rows, done, lambda left: _translating_refusals(session.more, left), session.stop, limits,
             spent=time.monotonic() - started,
         )
-        try:
-            yield result
-        finally:
-            result.close()
+
+
+def _raised(refusal: Refusal) -> Exception:
+    """The exception for a session's refusal: the engine error the worker would raise, or
+    `_StepsUnbounded` for a query that must run in the worker."""
+    if refusal.kind == "unbounded":
+        return _StepsUnbounded()
+    return REFUSAL_ERRORS.get(refusal.kind, QueryError)(refusal.message)
 
 
 def _translating_refusals(call: Any, *args: Any) -> Any:
     try:
         return call(*args)
     except Refusal as refusal:
-        raise REFUSAL_ERRORS.get(refusal.kind, QueryError)(refusal.message) from None
+        raise _raised(refusal) from None
 
 
 class _DataVersion:

@@ -386,24 +386,12 @@ class SqliteSession(Session):
     def _past_deadline(self) -> bool:
         return time.monotonic() > self._deadline
 
-    def steps_are_bounded(self, sql: str) -> bool:
-        """Whether every function `sql` calls is in LINEAR_FUNCTIONS: prepared (under the same
-        authorizer) behind EXPLAIN, which lists the program without running it. A statement the
-        authorizer refuses, or that does not prepare, answers False: the worker says why."""
-        self.stop()
-        self._denied, self._in_select, self._linear = None, False, True
-        try:
-            self._conn.execute("EXPLAIN " + sql).close()
-        except (sqlite3.Error, sqlite3.Warning, ValueError, MemoryError):
-            return False
-        return self._linear
-
     def run_bounded(
         self, sql: str, timeout: float, stated_timeout: float, max_rows: int, max_value_bytes: int
     ) -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool, bool]:
         """`run`, for a query whose every step the progress handler can stop: one calling a
-        function outside LINEAR_FUNCTIONS is refused as `Refusal("unbounded")` before it runs
-        (what `steps_are_bounded` tells, without preparing the statement twice)."""
+        function outside LINEAR_FUNCTIONS is refused as `Refusal("unbounded")` while the statement
+        is prepared, before any step runs."""
         self._bounded_only = True
         try:
             return self.run(sql, timeout, stated_timeout, max_rows, max_value_bytes)
