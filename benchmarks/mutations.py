@@ -54,6 +54,7 @@ from pytest_nl2sql.cases.read import Case  # noqa: E402
 from pytest_nl2sql.engines.base import Limits  # noqa: E402
 from pytest_nl2sql.judge.order import has_top_level_order_by  # noqa: E402
 from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions  # noqa: E402
+from pytest_nl2sql.metrics.summary import is_fragile_pass  # noqa: E402
 from pytest_nl2sql.neighbours import GENERATOR_VERSION, NeighbourCache  # noqa: E402
 from pytest_nl2sql.vocab import Verdict  # noqa: E402
 
@@ -428,13 +429,14 @@ class Judge:
         self.pipeline = Pipeline(RunOptions(limits=LIMITS, neighbours=count, cache_dir=folder))
 
     def verdict(self, prediction: Prediction, position: int) -> tuple[bool, bool]:
-        """(passes, caught by a neighbour)."""
+        """(passes unflagged, passes marked fragile: it differs from the gold only on stress neighbours)."""
         gold = prediction.gold
         case = Case(id=f"{gold.db}-{position}", file=Path("mutations.yml"), line=None, position=position, database=gold.db,
                     database_target=str(gold.path), gold=(gold.sql,), predicted=prediction.sql)
         outcome = self.pipeline.evaluate(case, CaseLabel(f"mutations.yml::{case.id}", "mutations.yml", position))
         result = outcome.result
-        return result.verdict is Verdict.PASS, result.reason == "neighbour database"
+        fragile = is_fragile_pass(result)
+        return result.verdict is Verdict.PASS and not fragile, fragile
 
     def close(self) -> None:
         closer = getattr(self.pipeline.engines, "close", None) or getattr(self.pipeline.engines, "close_all", None)
@@ -485,8 +487,11 @@ def main() -> None:
         passed: Counter[str] = Counter()
         failed_equivalent: Counter[str] = Counter()
         failed_ordered = 0
+        flagged: Counter[str] = Counter()  # passing, but marked fragile
         for position, prediction in enumerate(predictions):
-            ok = judge_.verdict(prediction, position)[0] if judge_ is not None else real_verdict[prediction]
+            ok, fragile = judge_.verdict(prediction, position) if judge_ is not None else (real_verdict[prediction], False)
+            flagged[("wrong " if prediction.wrong else "equivalent ") + prediction.kind] += fragile
+            ok = ok or (fragile and not prediction.wrong)
             if prediction.wrong and ok:
                 passed[prediction.kind] += 1
                 if count == args.chosen:
@@ -509,7 +514,8 @@ def main() -> None:
               f" (+ other kinds {extra_wrong}/{sum(1 for p in wrong if p.kind in EXTRA_KINDS)}),"
               f" equivalent failing {sum(failed_equivalent.values())} (+ {failed_ordered} under ORDER BY, ties),"
               f" generation {per_case * 1000:.1f} ms/case, CPU {cpu_per_case * 1000:.1f} ms/case ({wall:.1f} s wall, {args.workers} workers, {len(cases)} cases,"
-              f" {none} with no neighbour), cache {size / 1e6:.1f} MB; by kind {dict(passed)}", flush=True)
+              f" {none} with no neighbour), cache {size / 1e6:.1f} MB; by kind {dict(passed)};"
+              f" passing marked fragile: {dict(+flagged)}", flush=True)
 
     print()
     print("| neighbours | wrong passing (of %d) | other kinds passing (of %d) | equivalent failing (of %d) | + ordered-gold ties |"

@@ -39,6 +39,7 @@ class Reason(str, Enum):
     VALUES = "values"
     ORDER = "order"
     NEIGHBOUR = "neighbour database"  # right on the case's database, wrong on a neighbour database
+    FRAGILE = "neighbour database (fragile)"  # differs only on data the case's database never shows (--nl2sql-fragile=fail)
 
 
 class NearMiss(str, Enum):
@@ -56,6 +57,13 @@ class NearMiss(str, Enum):
 
 
 NEAR_MISSES = tuple(n.value for n in NearMiss)
+
+
+class FragilePolicy(str, Enum):
+    """`--nl2sql-fragile`: what a prediction that differs from the gold only on stress neighbours gets."""
+
+    PASS = "pass"  # passes, marked fragile (the default: leaderboard accuracy stays comparable)
+    FAIL = "fail"  # fails with reason `neighbour database (fragile)` (test-suite strictness)
 
 
 class Kind(str, Enum):

@@ -132,7 +132,7 @@ def test_equivalent_queries_are_not_separated(shop: Path, tmp_path: Path, gold: 
 def test_neighbours_respect_the_schema_s_constraints(shop: Path, tmp_path: Path) -> None:
     found = neighbours_for(shop, ["SELECT d.name, count(*) FROM emp AS e JOIN dept AS d ON e.dept_id = d.id"
                                   " WHERE e.age BETWEEN 30 AND 40 GROUP BY d.name"], 4, cache_dir=tmp_path / "cache")
-    assert len(found) == 4
+    assert len([n for n in found if n.plausible]) == 4 and len(found) <= 8
     for neighbour in found:
         connection = sqlite3.connect(f"file:{neighbour.path}?mode=ro", uri=True)
         assert connection.execute("PRAGMA foreign_key_check").fetchall() == []
@@ -225,7 +225,7 @@ def test_a_spider_database_gives_valid_small_neighbours(tmp_path: Path) -> None:
     gold = ("SELECT T2.name, count(*) FROM singer_in_concert AS T1 JOIN singer AS T2 ON T1.singer_id = T2.singer_id"
             " WHERE T2.age > 30 GROUP BY T2.singer_id")
     found = neighbours_for(source, [gold], 3, cache_dir=tmp_path / "cache")
-    assert len(found) == 3
+    assert len([n for n in found if n.plausible]) == 3
     for neighbour in found:
         connection = sqlite3.connect(f"file:{neighbour.path}?mode=ro", uri=True)
         assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

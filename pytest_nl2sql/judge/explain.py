@@ -90,20 +90,30 @@ def failure_text(case: Case, file: str, result: CaseResult, judgement: Judgement
 def neighbour_failure_text(case: Case, file: str, result: CaseResult, failure: NeighbourFailure, check: NeighbourCheck,
                            verbosity: int = 0) -> str:
     """A prediction right on the case's database and wrong on another: the other database's rows
-    that tell the queries apart (a counterexample), and both results on it."""
+    that tell the queries apart (a counterexample, every row of it), and both results on it. A
+    fragile prediction (failed by `--nl2sql-fragile=fail`) says what the other database shows
+    that the case's own never does."""
     lines = _header(case, file, result)
     lines += _sql_block("gold", case.gold_value)
     lines += _sql_block("predicted", result.predicted)
-    lines.append(f"the prediction matches the gold on {case.database or 'the case database'}, but not on "
-                 f"{check.failed} of {check.checked} other database{'s' if check.checked != 1 else ''} where the gold runs;")
+    own = case.database or "the case database"
+    if failure.breaks is None:
+        lines.append(f"the prediction matches the gold on {own}, but not on {check.failed} of {check.checked} other "
+                     f"database{'s' if check.checked != 1 else ''} where the gold runs (each holds only data {own} could hold);")
+    else:
+        lines.append(f"the prediction matches the gold on {own} and on every neighbour that holds only data it could hold, "
+                     f"but differs from the gold on {check.fragile} that show{'s' if check.fragile == 1 else ''} what it never does: "
+                     f"fragile, failed by --nl2sql-fragile=fail;")
+        lines.append(f"it differs when {failure.breaks}")
     where = "its rows that tell the two queries apart" if failure.shrunk else "its rows"
     lines.append(f"on {failure.database.label}, {where}:")
     shown = ROWS_SHOWN_VERBOSE if verbosity > 0 else ROWS_SHOWN * 2
     for table, columns, rows in failure.counterexample:
         lines.append(f"  {table} ({', '.join(columns)}): {len(rows)} row{'s' if len(rows) != 1 else ''}")
-        lines += [f"    {_row(r)}" for r in rows[:shown]]
-        if len(rows) > shown:
-            lines.append(f"    ... and {len(rows) - shown} more" + (" (use -v for more)" if verbosity <= 0 else ""))
+        limit = len(rows) if failure.shrunk else shown
+        lines += [f"    {_row(r)}" for r in rows[:limit]]
+        if len(rows) > limit:
+            lines.append(f"    ... and {len(rows) - limit} more" + (" (use -v for more)" if verbosity <= 0 else ""))
     gold_result, pred_result = failure.gold.results[failure.judgement.gold_index], failure.judgement.result
     lines.append(f"gold result there: {_rows_inline(gold_result.rows, shown)}")
     if pred_result is not None:
@@ -111,6 +121,20 @@ def neighbour_failure_text(case: Case, file: str, result: CaseResult, failure: N
     else:
         lines.append(f"the prediction fails there: {failure.judgement.verdict.value}: {failure.judgement.reason}")
     return "\n".join(lines + result_diff_lines(failure.judgement, failure.gold, verbosity))
+
+
+def counterexample_json(failure: NeighbourFailure | None) -> dict[str, Any] | None:
+    """The JSON item's `neighbours.counterexample`: the distinguishing database's rows (all of
+    them), what it breaks, and both results there."""
+    if failure is None:
+        return None
+    gold_rows = failure.gold.results[failure.judgement.gold_index].rows if failure.gold.results else []
+    predicted = failure.judgement.result.rows if failure.judgement.result is not None else []
+    return {"breaks": failure.breaks,
+            "tables": {table: {"columns": list(columns), "rows": [[_jsonable(v) for v in row] for row in rows]}
+                       for table, columns, rows in failure.counterexample},
+            "gold": [[_jsonable(v) for v in row] for row in gold_rows[:JSON_DIFF_ROWS]],
+            "predicted": [[_jsonable(v) for v in row] for row in predicted[:JSON_DIFF_ROWS]]}
 
 
 def _rows_inline(rows: Sequence[Sequence[Any]], shown: int) -> str:

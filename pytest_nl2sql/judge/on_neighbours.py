@@ -17,7 +17,10 @@ fails there fails anyway, and its neighbours would only cost time.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +35,11 @@ from pytest_nl2sql.engines.base import Engine, EngineError, Limits
 from pytest_nl2sql.engines.url import EngineKind
 from pytest_nl2sql.judge.compare import CompareOptions, compare_results
 from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
+from pytest_nl2sql.judge.fragile_gold import neighbour_keys, why_gold_is_fragile
 from pytest_nl2sql.vocab import Verdict
 
-SHRINK_BUDGET = 4  # runs of gold + prediction spent shrinking a counterexample (~1 ms each: a run may fail
-# hundreds of predictions on neighbours only, and each failure is shrunk)
+SHRINK_BUDGET = 48  # runs of gold + prediction spent shrinking a counterexample (~2 ms each; the rows kept are
+# remembered beside the neighbour, so a warm run replays one run per failure)
 FOLDER_SUFFIXES = {EngineKind.SQLITE: (".sqlite", ".sqlite3", ".db"), EngineKind.DUCKDB: (".duckdb",)}
 
 
@@ -46,6 +50,13 @@ class OtherDatabase:
     path: Path
     kind: EngineKind
     label: str  # how a failure names it: "neighbour 2 of 3 (duplicated rows)" or the file's name
+    generated: Any = None  # the `pytest_nl2sql.neighbours.Neighbour` it is, when generated
+
+    @property
+    def breaks(self) -> str | None:
+        """A stress neighbour: the observed invariant it breaks, in words (None: plausible)."""
+        broken = getattr(self.generated, "breaks", None)
+        return broken.words() if broken is not None else None
 
 
 @dataclass(frozen=True)
@@ -82,19 +93,29 @@ class NeighbourFailure:
     gold: GoldOutcome  # the gold there
     counterexample: tuple[tuple[str, tuple[str, ...], tuple[tuple[Any, ...], ...]], ...] = ()  # (table, columns, rows)
     shrunk: bool = False  # the counterexample's rows are the shrunk database's (and so are the results)
+    breaks: str | None = None  # fragile: what the database shows that the case's own never does, in words
 
 
 @dataclass(frozen=True)
 class NeighbourCheck:
-    """How a passing prediction fared on the case's other databases."""
+    """How a passing prediction fared on the case's other databases: `failed` counts plausible
+    databases where it differs from the gold, `fragile` the databases where it differs only
+    because they show what the case's own database never does (a stress neighbour's broken
+    invariant, or a gold result of a kind its author never saw)."""
 
     checked: int  # databases where the gold ran and the prediction was compared
     failed: int
-    failure: NeighbourFailure | None = None
+    failure: NeighbourFailure | None = None  # the first plausible failure, else the first fragile one
     total: int = 0  # databases tried (the gold failed on `total - checked` of them)
+    fragile: int = 0
 
-    def to_json(self) -> dict[str, int]:
-        return {"checked": self.checked, "failed": self.failed}
+    @property
+    def is_fragile(self) -> bool:
+        return self.failed == 0 and self.fragile > 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON item's `neighbours`, but its `counterexample` (`explain.counterexample_json`)."""
+        return {"checked": self.checked, "failed": self.failed, "fragile": self.fragile}
 
 
 @dataclass(frozen=True)
@@ -110,12 +131,19 @@ class JudgingRules:
 
 
 def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRules, limits: Limits,
-          open_engine: Callable[[OtherDatabase], Engine], *, shrink: Callable[..., Any] | None = None) -> NeighbourCheck:
-    """Judge `predicted` on every database of `databases`; shrink the first failure (`shrink`:
-    `pytest_nl2sql.neighbours.shrink_counterexample`, for generated neighbours)."""
-    checked = failed = 0
+          open_engine: Callable[[OtherDatabase], Engine], *, shrink: Callable[..., Any] | None = None,
+          own_gold: GoldOutcome | None = None) -> NeighbourCheck:
+    """Judge `predicted` on every database of `databases` (plausible ones first); shrink the first
+    failure, else the first fragile difference (`shrink`: `pytest_nl2sql.neighbours.shrink_counterexample`,
+    for generated neighbours). `own_gold`: the gold on the case's own database, which says what its
+    author could see. Once a plausible database fails, stress databases are not run."""
+    checked = failed = fragile = 0
     first: NeighbourFailure | None = None
+    first_fragile: NeighbourFailure | None = None
     for database in databases:
+        stress = database.breaks
+        if stress is not None and failed:
+            continue
         outcome = _judge_on(predicted, database, rules, limits, open_engine)
         if outcome is None:
             continue
@@ -123,12 +151,77 @@ def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRule
         gold, judgement = outcome
         if judgement.verdict is Verdict.PASS:
             continue
-        failed += 1
-        if first is None:
-            first = NeighbourFailure(database, judgement, gold)
-    if first is not None:
-        first = counterexample(first, predicted, rules, limits, open_engine, shrink)
-    return NeighbourCheck(checked, failed, first, len(databases))
+        why = stress or (not_the_prediction_s_fault(database, own_gold, gold, judgement, rules, limits, open_engine)
+                         if own_gold is not None else None)
+        if why is None:
+            failed += 1
+            first = first or NeighbourFailure(database, judgement, gold)
+        else:
+            fragile += 1
+            first_fragile = first_fragile or NeighbourFailure(database, judgement, gold, breaks=why)
+    shown = first or first_fragile
+    if shown is not None:
+        shown = counterexample(shown, predicted, rules, limits, open_engine, shrink, own_gold)
+    return NeighbourCheck(checked, failed, shown, len(databases), fragile)
+
+
+def not_the_prediction_s_fault(database: OtherDatabase, own_gold: GoldOutcome, gold: GoldOutcome, judgement: Judgement,
+                               rules: JudgingRules, limits: Limits, open_engine: Callable[[OtherDatabase], Engine]) -> str | None:
+    """Why a difference on a plausible neighbour makes the prediction fragile rather than wrong
+    (`unseen_by_gold`, `fragile_gold.why_gold_is_fragile`), or None: it is a failure."""
+    why = unseen_by_gold(own_gold, gold, judgement, rules)
+    if why is not None or database.generated is None:
+        return why
+    try:
+        keys = neighbour_keys(database.path, database.kind.value, database.generated.invariants)
+        engine = open_engine(database)
+    except (EngineError, OSError, ValueError):
+        return None
+    try:
+        return why_gold_is_fragile(rules.golds, rules.dialect, engine, limits, keys)
+    finally:
+        engine.close()
+
+
+def unseen_by_gold(own: GoldOutcome, gold: GoldOutcome, judgement: Judgement, rules: JudgingRules) -> str | None:
+    """Why a difference on a plausible neighbour says nothing about the prediction, or None: it is
+    confined to what the gold never returned on the case's own database, where its author checked
+    it (rows holding NULL, rows holding 0 where the gold's groups never counted zero, repeated
+    rows). The gold is evidence only for what its author could see."""
+    index = judgement.gold_index
+    if judgement.result is None or index >= len(own.results) or index >= len(gold.results):
+        return None
+    seen = own.results[index].rows
+    if not seen:
+        return None
+    here, predicted = list(gold.results[index].rows), list(judgement.result.rows)
+    width, mine = len(gold.results[index].columns), len(judgement.result.columns)
+    options = CompareOptions.from_mapping(rules.compare)
+    unseen: list[str] = []
+    for what, holds in (("NULL", lambda v: v is None), ("zero", lambda v: v == 0 and not isinstance(v, bool))):
+        if any(holds(v) for row in seen for v in row):
+            continue
+        kept_here = [row for row in here if not any(holds(v) for v in row)]
+        kept_mine = [row for row in predicted if not any(holds(v) for v in row)]
+        if len(kept_here) != len(here) or len(kept_mine) != len(predicted):
+            here, predicted = kept_here, kept_mine
+            unseen.append(f"rows holding {what}")
+    repeats = len(set(map(_hashable_row, seen))) == len(seen) and len(set(map(_hashable_row, here))) != len(here)
+    if repeats:
+        unseen.append("repeated rows")
+    if not unseen:
+        return None
+    if repeats:
+        options = CompareOptions.from_mapping({**rules.compare, "mode": "set"})
+    same = compare_results(here, predicted, gold.order_matters and not repeats, options, gold_columns=width,
+                           pred_columns=mine, explain=False)
+    if not same.match:
+        return None
+    return f"the results differ only in {' and '.join(unseen)}, which the gold never returns on the case's database"
+
+
+def _hashable_row(row: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(v if isinstance(v, (str, int, float, bytes, type(None))) else repr(v) for v in row)
 
 
 def _judge_on(predicted: str, database: OtherDatabase, rules: JudgingRules, limits: Limits,
@@ -182,28 +275,36 @@ def _right_under_some_tie(gold: GoldOutcome, rows: list[tuple[Any, ...]], rules:
 
 
 def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRules, limits: Limits,
-                   open_engine: Callable[[OtherDatabase], Engine], shrink: Callable[..., Any] | None) -> NeighbourFailure:
-    """The failing database cut down to the rows that still tell gold and prediction apart, with
-    both results on the cut-down database. Without a shrinker, the tables the queries read."""
+                   open_engine: Callable[[OtherDatabase], Engine], shrink: Callable[..., Any] | None,
+                   own_gold: GoldOutcome | None = None) -> NeighbourFailure:
+    """The failing database cut down to the rows that still tell gold and prediction apart (for a
+    plausible failure: apart in a way the gold's own database could show), with both results on
+    the cut-down database. Without a shrinker, the tables the queries read."""
     if shrink is None:
         return failure
     tables = [*dict.fromkeys(name for sql in (*rules.golds, predicted) for name in tables_read(sql, rules.dialect))]
     last: list[tuple[GoldOutcome, Judgement]] = []
+    real = failure.breaks is None and own_gold is not None
 
     def differs(path: Path) -> bool:
         outcome = _judge_on(predicted, OtherDatabase(path, failure.database.kind, failure.database.label), rules, limits, open_engine)
         if outcome is None or outcome[1].verdict is Verdict.PASS:
             return False
+        shrunk = OtherDatabase(path, failure.database.kind, failure.database.label, failure.database.generated)
+        if real and not_the_prediction_s_fault(shrunk, own_gold, *outcome, rules, limits, open_engine) is not None:  # type: ignore[arg-type]
+            return False
         last.append(outcome)
         return True
 
+    memo = hashlib.sha256(json.dumps([rules.golds, predicted, rules.dialect, rules.predicted_dialect, rules.order,
+                                      sorted(map(str, rules.compare.items())), rules.spider_compat, real]).encode()).hexdigest()
     try:
         found = shrink(_as_neighbour(failure.database), differs, tables=tables or None, budget=SHRINK_BUDGET,
-                       hints=_differing_values(failure.judgement))
+                       hints=_differing_values(failure.judgement), memo=memo)
     except (OSError, EngineError, SqlglotError, ValueError):
         return failure
     gold, judgement = last[-1] if last else (failure.gold, failure.judgement)
-    return NeighbourFailure(failure.database, judgement, gold, tuple(found.tables), shrunk=bool(last))
+    return NeighbourFailure(failure.database, judgement, gold, tuple(found.tables), shrunk=bool(last), breaks=failure.breaks)
 
 
 def _differing_values(judgement: Judgement) -> tuple[Any, ...]:
@@ -217,6 +318,8 @@ def _differing_values(judgement: Judgement) -> tuple[Any, ...]:
 def _as_neighbour(database: OtherDatabase) -> Any:
     from pytest_nl2sql.neighbours import Neighbour
 
+    if database.generated is not None:
+        return dataclasses.replace(database.generated, path=database.path)
     return Neighbour(path=database.path, index=0, note=database.label)
 
 

@@ -47,7 +47,7 @@ from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics import termselection
 from pytest_nl2sql.metrics.efficiency import Efficiency, measure
 from pytest_nl2sql.metrics.soft import ColumnNamer, SoftScores, ValueRule, best_soft_scores
-from pytest_nl2sql.vocab import BaselineStatus, Kind, NearMiss, Reason, Verdict
+from pytest_nl2sql.vocab import BaselineStatus, FragilePolicy, Kind, NearMiss, Reason, Verdict
 
 # Generated neighbour databases per case, by default: enough to catch nearly every accidental pass
 # measured (benchmarks/mutations.py), few enough that a Spider dev run stays within the official
@@ -68,6 +68,7 @@ class RunOptions:
     synonyms: tuple[tuple[str, str], ...] = ()  # ini `nl2sql_synonyms`: words added to the soft scores' synonym map
     neighbours: int = DEFAULT_NEIGHBOURS  # --nl2sql-neighbours: generated neighbour databases per case (0: none)
     cache_dir: Path | None = None  # where generated neighbours are kept (None: `default_cache_dir()`)
+    fragile: FragilePolicy = FragilePolicy.PASS  # --nl2sql-fragile
 
 
 @dataclass(frozen=True)
@@ -229,11 +230,15 @@ class Pipeline:
         result_file = prediction.value if isinstance(prediction.value, PredictedResult) else None
         predicted_sql = None if result_file else (prediction.value if isinstance(prediction.value, str) else _plain(prediction.value))
         predicted_in = prediction.dialect or case.written_in
-        beyond = (self._check_beyond(case, predicted_sql, predicted_in, engine)
+        beyond = (self._check_beyond(case, predicted_sql, predicted_in, engine, gold)
                   if judgement.verdict is Verdict.PASS and predicted_sql else None)
-        failure = beyond.failure if beyond is not None else None
-        if failure is not None:
+        failure = None
+        if beyond is not None and beyond.failed:
+            failure = beyond.failure
             judgement = dataclasses.replace(judgement, verdict=Verdict.MISMATCH, reason=Reason.NEIGHBOUR.value)
+        elif beyond is not None and beyond.is_fragile and self.options.fragile is FragilePolicy.FAIL:
+            failure = beyond.failure
+            judgement = dataclasses.replace(judgement, verdict=Verdict.MISMATCH, reason=Reason.FRAGILE.value)
         exact = self._exact_match(case, predicted_sql, predicted_in) if judgement.verdict is not Verdict.PREDICTOR_ERROR else None
         soft, near = self._soft_scores(case, judgement, gold), self._near_miss(case, judgement, gold)
         efficiency = self._efficiency(case, judgement, gold, engine) if judgement.verdict is Verdict.PASS else None
@@ -242,7 +247,8 @@ class Pipeline:
             exact_match=exact.match if exact else None, partial=exact.partial if exact else None,
             fingerprint=judgement.fingerprint, latency=prediction.latency,
             diff=explain.neighbour_diff_json(failure) if failure else explain.diff_json(judgement, gold),
-            extra=prediction.report_fields(), neighbours=beyond.to_json() if beyond is not None else None,
+            extra=prediction.report_fields(),
+            neighbours={**beyond.to_json(), "counterexample": explain.counterexample_json(beyond.failure)} if beyond is not None else None,
             gold_warnings=gold.warnings,
             soft_scores=soft.to_json() if soft else None, near_miss=near.value if near else None,
             predicted_result=_shown_path(result_file.path, case) if result_file else None,
@@ -279,11 +285,11 @@ class Pipeline:
         neighbours = self.neighbour_cache().neighbours_for(
             Path(engine.path), case.gold, count, dialect=case.written_in, kind=engine.dialect)  # type: ignore[attr-defined]
         return tuple(
-            OtherDatabase(n.path, EngineKind(engine.dialect), f"neighbour {n.index + 1} of {len(neighbours)} ({n.note})")
+            OtherDatabase(n.path, EngineKind(engine.dialect), f"neighbour {n.index + 1} of {len(neighbours)} ({n.note})", n)
             for n in neighbours
         )
 
-    def _check_beyond(self, case: Case, predicted: str, predicted_in: str, engine: Engine) -> NeighbourCheck | None:
+    def _check_beyond(self, case: Case, predicted: str, predicted_in: str, engine: Engine, gold: GoldOutcome) -> NeighbourCheck | None:
         """A prediction that passed on the case's database, judged on its other databases. The
         gold's own text is not run again: it matches wherever the gold runs (nothing to generate)."""
         folder, count = self._beyond_plan(case, engine)
@@ -298,7 +304,8 @@ class Pipeline:
         shrink = None
         if folder is None:
             from pytest_nl2sql.neighbours import shrink_counterexample as shrink
-        return on_neighbours.check(predicted, databases, rules, self.options.limits, self._open_other, shrink=shrink)
+        return on_neighbours.check(predicted, databases, rules, self.options.limits, self._open_other, shrink=shrink,
+                                   own_gold=gold if folder is None else None)
 
     def _open_other(self, database: OtherDatabase) -> Engine:
         """A short-lived engine for one of a case's other databases (closed after use)."""

@@ -76,6 +76,7 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
     latencies = [r.latency for r in results if r.latency is not None]
     term = [r for r in results if r.kind is Kind.TERM_SELECTION]
     caught = [r for r in sql if caught_by_neighbours(r)]
+    fragile = sum(1 for r in sql if is_fragile_pass(r))
     summary: dict[str, Any] = {
         "total": len(sql),
         "passed": passed,
@@ -85,6 +86,8 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "accuracy_ci": _interval(passed, judged),
         "single_db_accuracy": (passed + len(caught)) / judged if judged else None,
         "single_db_passed": passed + len(caught),
+        "fragile": fragile,
+        "strict_accuracy": (passed - fragile) / judged if judged else None,
         "neighbours": _neighbours(sql, caught),
         "gold_warnings": sum(1 for r in sql if r.gold_warnings),
         "by_hardness": _grouped(sql, lambda r: [r.hardness], HARDNESS_ORDER),
@@ -110,8 +113,15 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
 
 
 def caught_by_neighbours(result: CaseResult) -> bool:
-    """Right on the case's own database, wrong on one of its neighbour databases."""
-    return result.verdict is Verdict.MISMATCH and result.reason == Reason.NEIGHBOUR.value
+    """Right on the case's own database, wrong on one of its neighbour databases (or only on
+    stress neighbours, under `--nl2sql-fragile=fail`)."""
+    return result.verdict is Verdict.MISMATCH and result.reason in (Reason.NEIGHBOUR.value, Reason.FRAGILE.value)
+
+
+def is_fragile_pass(result: CaseResult) -> bool:
+    """Passed, but differs from the gold where the data shows what the case's database never does."""
+    neighbours = result.neighbours or {}
+    return result.verdict is Verdict.PASS and neighbours.get("fragile", 0) > 0 and not neighbours.get("failed", 0)
 
 
 def _neighbours(results: list[CaseResult], caught: list[CaseResult]) -> dict[str, int] | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import random
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,10 @@ from sqlglot.errors import SqlglotError
 from pytest_nl2sql.judge.order import has_top_level_order_by
 from pytest_nl2sql.neighbours.distill import Scored, choose, differs, run_query
 from pytest_nl2sql.neighbours.generate import FLAVOURS, CandidateBuilder, Repairer, Rows, create_database
-from pytest_nl2sql.neighbours.literals import parse_gold, read_golds
+from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind, Observed, learn, observe
+from pytest_nl2sql.neighbours.literals import GoldFacts, parse_gold, read_golds
 from pytest_nl2sql.neighbours.mutants import mutants
+from pytest_nl2sql.neighbours.plausible import Keeper, break_one, gold_literals, violations
 from pytest_nl2sql.neighbours.schema import Schema, SchemaUnsupported, open_source
 
 MIN_CANDIDATES = 10
@@ -28,9 +30,18 @@ MIN_CANDIDATES = 10
 
 @dataclass(frozen=True)
 class Built:
-    schema: Schema
+    schema: Schema  # the source's, with the kept invariants folded in
     rows: Rows
     note: str
+    breaks: Invariant | None = None  # a stress neighbour: the one invariant it breaks
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """A case's neighbours (plausible first, then stress) and the invariants they were built to keep."""
+
+    neighbours: tuple[Built, ...]
+    observed: Observed
 
 
 def seeded(material: bytes, number: int) -> random.Random:
@@ -84,24 +95,31 @@ def _at_computed(connection: Any, rows: Rows, computed: list[tuple[tuple[str, st
     return connection, rows
 
 
-def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect: str, kind: str, seed: bytes) -> list[Built]:
-    """The chosen neighbours (at most `count`; none when the gold or schema cannot be handled)."""
+def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect: str, kind: str, seed: bytes,
+                     learned: Callable[[Any, Schema], tuple[Invariant, ...]] = learn) -> Neighbourhood:
+    """The chosen neighbours: at most `count` plausible ones (they keep every invariant the source
+    shows), then at most `count` stress ones (each breaks one invariant the gold's columns have).
+    None when the gold or schema cannot be handled. `learned(reader, schema)`: the source's
+    structural invariants (a caller that generates for many golds of one database caches them)."""
     if count <= 0 or not golds:
-        return []
+        return Neighbourhood((), Observed(()))
     errors = _source_errors(kind)
     try:
         reader = open_source(source, kind)
     except errors:
-        return []
+        return Neighbourhood((), Observed(()))
     try:
-        schema = reader.schema()
-        if not schema.tables:
-            return []
-        facts = read_golds(golds, dialect, schema)
+        declared = reader.schema()
+        if not declared.tables:
+            return Neighbourhood((), Observed(()))
+        facts = read_golds(golds, dialect, declared)
         first = parse_gold(golds[0], dialect)
         engine_golds = [_engine_sql(g, dialect, kind) for g in golds]
         if facts is None or first is None or None in engine_golds:
-            return []
+            return Neighbourhood((), Observed(()))
+        observed = observe(reader, declared, facts, learned(reader, declared))
+        literals = gold_literals(facts)
+        schema = observed.schema_with(declared)
         mutant_sql = mutants(first, kind)
         computed = [(ref, sql) for ref, sql in ((ref, _engine_sql(sql, dialect, kind)) for ref, _, sql in facts.computed) if sql]
         order_matters = has_top_level_order_by(golds[0], dialect)
@@ -110,7 +128,7 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
         for number in range(max(MIN_CANDIDATES, 2 * count + 2)):
             flavour = FLAVOURS[number % len(FLAVOURS)]
             rng = seeded(seed, number)
-            repairer = Repairer(schema, rng)
+            repairer = Repairer(schema, rng, Keeper(schema, observed, literals, rng).keep)
             try:
                 builder = CandidateBuilder(schema, reader, facts, rng, flavour)
                 rows = repairer.repair(builder.build())
@@ -120,6 +138,8 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
             except errors:
                 continue
             try:
+                if violations(rows, schema, observed, literals):
+                    continue  # the repair could not keep every invariant: not a plausible database
                 outcomes = [run_query(connection, sql, kind) for sql in engine_golds]  # type: ignore[arg-type]
                 gold = outcomes[0]
                 if gold is None or None in outcomes:
@@ -129,8 +149,61 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
                 connection.close()
             scored.append(Scored(number, len(gold.rows), killed))
             candidates[number] = Built(schema, rows, flavour.note)
-        return [candidates[s.index] for s in choose(scored, count)]
+        plausible = [candidates[s.index] for s in choose(scored, count)]
+        stress = _stress(plausible, declared, observed, literals, facts, engine_golds, count, seed, kind)  # type: ignore[arg-type]
+        return Neighbourhood(tuple(plausible + stress), observed)
     except errors:
-        return []
+        return Neighbourhood((), Observed(()))
     finally:
         reader.close()
+
+
+# The order in which invariants are broken, the false alarms they explain most often first.
+STRESS_ORDER = (InvariantKind.ONCE, InvariantKind.UNIQUE, InvariantKind.PARTICIPATION, InvariantKind.INCLUSION,
+                InvariantKind.NOT_NULL, InvariantKind.SPELLING)
+
+
+def _stress(plausible: list[Built], declared: Schema, observed: Observed, literals: dict[tuple[str, str], list[Any]], facts: GoldFacts,
+            engine_golds: list[str], count: int, seed: bytes, kind: str) -> list[Built]:
+    """Up to `count` stress neighbours, each a plausible one with one invariant of the gold's
+    columns broken (and every other kept)."""
+    if not plausible:
+        return []
+    columns = {(t.lower(), c.lower()) for t, c in facts.mentioned}
+    columns |= {(t.lower(), c.lower()) for pair in facts.joins for t, c in pair}
+    read = {t.lower() for t in facts.tables}
+
+    def relevant(invariant: Invariant) -> bool:
+        mine = (invariant.table.lower(), invariant.column.lower())
+        theirs = (invariant.other_table.lower(), invariant.other_column.lower())
+        if invariant.kind in (InvariantKind.INCLUSION, InvariantKind.PARTICIPATION):
+            return (mine in columns or theirs in columns) and invariant.table.lower() in read and invariant.other_table.lower() in read
+        return mine in columns
+
+    wanted = sorted((i for i in observed.invariants if i.kind in STRESS_ORDER and relevant(i)),
+                    key=lambda i: STRESS_ORDER.index(i.kind))
+    made: list[Built] = []
+    for number, invariant in enumerate(wanted):
+        if len(made) >= count:
+            break
+        rng = seeded(seed, 1000 + number)
+        base = plausible[number % len(plausible)]
+        rest = observed.without(invariant)
+        schema = rest.schema_with(declared)  # every invariant folded in but the broken one
+        broken = break_one(base.rows, invariant, base.schema, rng)
+        if broken is None:
+            continue
+        repairer = Repairer(schema, rng, Keeper(schema, rest, literals, rng).keep)
+        try:
+            connection, rows = create_database(schema, repairer.repair(broken), ":memory:", repairer)
+        except _source_errors(kind):
+            continue
+        try:
+            if not violations(rows, base.schema, observed, literals, only=[invariant]) or violations(rows, schema, rest, literals):
+                continue  # the break did not survive the repair, or another invariant broke with it
+            if any(run_query(connection, sql, kind) is None for sql in engine_golds):
+                continue
+        finally:
+            connection.close()
+        made.append(Built(schema, rows, f"stress: {invariant.words()}", invariant))
+    return made

@@ -16,9 +16,11 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_nl2sql.neighbours.build import build_neighbours
 from pytest_nl2sql.neighbours.generate import Repairer, create_database
+from pytest_nl2sql.neighbours.invariants import Invariant, learn
 
 MANIFEST = "manifest.json"
 
@@ -30,6 +32,12 @@ class Neighbour:
     path: Path  # SQLite for a SQLite source, DuckDB for a DuckDB source
     index: int  # 0..count-1
     note: str  # how it was built, in a few words
+    breaks: Invariant | None = None  # a stress neighbour: the observed invariant it breaks (None: plausible)
+    invariants: tuple[Invariant, ...] = ()  # what the source shows, which the neighbour keeps (but `breaks`)
+
+    @property
+    def plausible(self) -> bool:
+        return self.breaks is None
 
 
 def file_digest(path: Path) -> str:
@@ -49,6 +57,7 @@ class NeighbourCache:
         self.cache_dir = Path(cache_dir)
         self.version = version
         self._source_hashes: dict[tuple[int, int, int, int], str] = {}
+        self._learned: dict[str, tuple[Invariant, ...]] = {}  # source hash -> its structural invariants
         self.generated = 0  # how many keys this object built itself (a cache miss each)
 
     def source_hash(self, source: Path) -> str:
@@ -75,19 +84,28 @@ class NeighbourCache:
             return found
         # the seed leaves out `count`: asking for more neighbours considers the same candidates
         seed = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds)]).encode()
-        built = build_neighbours(source, golds, count, dialect=dialect, kind=kind, seed=seed)
+        source_hash = self.source_hash(source)
+
+        def learned(reader: Any, schema: Any) -> tuple[Invariant, ...]:
+            if source_hash not in self._learned:
+                self._learned[source_hash] = learn(reader, schema)
+            return self._learned[source_hash]
+
+        built = build_neighbours(source, golds, count, dialect=dialect, kind=kind, seed=seed, learned=learned)
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=folder.parent))
         try:
             entries = []
             suffix = "sqlite" if kind == "sqlite" else "duckdb"
-            for index, neighbour in enumerate(built):
+            for index, neighbour in enumerate(built.neighbours):
                 name = f"{index}.{suffix}"
                 connection, _ = create_database(neighbour.schema, neighbour.rows, staging / name, Repairer(neighbour.schema, random.Random(0)))
                 connection.close()
                 os.chmod(staging / name, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-                entries.append({"file": name, "note": neighbour.note})
-            (staging / MANIFEST).write_text(json.dumps({"version": self.version, "neighbours": entries}, indent=1))
+                entries.append({"file": name, "note": neighbour.note,
+                                "breaks": neighbour.breaks.to_json() if neighbour.breaks is not None else None})
+            invariants = [i.to_json() for i in built.observed.invariants]
+            (staging / MANIFEST).write_text(json.dumps({"version": self.version, "neighbours": entries, "invariants": invariants}))
             self.generated += 1
             try:
                 os.replace(staging, folder)
@@ -107,7 +125,12 @@ class NeighbourCache:
         if manifest.get("version") != self.version:
             return None
         entries = manifest.get("neighbours", [])
-        neighbours = tuple(Neighbour(folder / e["file"], i, e["note"]) for i, e in enumerate(entries))
+        try:
+            invariants = tuple(Invariant.from_json(i) for i in manifest.get("invariants", []))
+            neighbours = tuple(Neighbour(folder / e["file"], i, e["note"], Invariant.from_json(e["breaks"]) if e.get("breaks") else None,
+                                         invariants) for i, e in enumerate(entries))
+        except (KeyError, TypeError, ValueError):
+            return None
         if not all(n.path.is_file() for n in neighbours):
             return None
         return neighbours

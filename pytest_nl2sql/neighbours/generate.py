@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import random
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -600,11 +600,13 @@ def _stored_or_none(value: Any, column: Any, kind: str) -> Any:
 
 class Repairer:
     """Makes rows satisfy the schema: NOT NULL filled, foreign keys pointing at existing parents
-    (or NULL, or the row dropped), keys unique (fresh values, or the row dropped)."""
+    (or NULL, or the row dropped), keys unique (fresh values, or the row dropped); then `keep`
+    (the invariants no schema declares: `plausible.Keeper.keep`), and again until nothing changes."""
 
-    def __init__(self, schema: Schema, rng: random.Random) -> None:
+    def __init__(self, schema: Schema, rng: random.Random, keep: Callable[[Rows], Rows] | None = None) -> None:
         self.schema = schema
         self.rng = rng
+        self.keep = keep
         self.order = topological(schema)
         self.fresh_counter = 0
 
@@ -620,6 +622,10 @@ class Repairer:
                 if after != before:
                     changed = True
                 rows[table.name] = after
+            if self.keep is not None:
+                kept = self.keep(rows)
+                changed = changed or kept != rows
+                rows = kept
             if not changed:
                 return rows
         return rows

@@ -6,6 +6,8 @@ a fresh file in a temporary folder; the cached neighbour is only read.
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_nl2sql.neighbours.generate import Repairer, Rows, create_database, parent_columns
+from pytest_nl2sql.neighbours.invariants import InvariantKind, Observed
 from pytest_nl2sql.neighbours.schema import Schema, open_source, quote
 
 
@@ -43,14 +46,22 @@ def _read(path: Path) -> tuple[Schema, Rows]:
 
 
 class _Shrinker:
-    def __init__(self, schema: Schema, rows: Rows, differs: Callable[[Path], bool], folder: Path, budget: int) -> None:
+    """Delta debugging over rows. `schema` has the neighbour's kept invariants folded in, so that
+    removing a parent removes the rows that point at it through an undeclared foreign key too;
+    `participation`: (parent, key, child, column) pairs where every parent keeps a child, so that a
+    parent whose last child goes goes with it. A shrunk plausible neighbour stays plausible."""
+
+    def __init__(self, schema: Schema, rows: Rows, differs: Callable[[Path], bool], folder: Path, budget: int,
+                 participation: Sequence[tuple[str, int, str, int]] = ()) -> None:
         self.schema = schema
         self.rows = rows
         self.differs = differs
         self.folder = folder
         self.budget = budget
+        self.participation = participation
         self.attempts = 0
         self.suffix = "sqlite" if schema.kind == "sqlite" else "duckdb"
+        self.links = list(self._links())
 
     def _links(self) -> Iterator[tuple[str, list[int], str, list[int]]]:
         """(child table, its foreign key's positions, parent table, the referenced positions)."""
@@ -62,13 +73,28 @@ class _Shrinker:
                     yield (table.name, [table.position(c) for c in fk.columns],
                            parent.name, [parent.position(c) for c in referenced])
 
+    def without_childless(self, kept: list[Item]) -> list[Item]:
+        """`kept` less the parents left without a child where the source's parents always have one
+        (and what points at them), until none is left."""
+        while self.participation:
+            chosen = set(kept)
+            lonely: set[Item] = set()
+            for parent, key, child, column in self.participation:
+                pointed = {self.rows[child][i][column] for t, i in chosen if t == child}
+                lonely |= {(t, i) for t, i in chosen if t == parent and self.rows[t][i][key] not in pointed}
+            if not lonely:
+                break
+            removed = self.closure(lonely)
+            kept = [item for item in kept if item not in removed]
+        return kept
+
     def _grown(self, start: set[Item], towards_children: bool) -> set[Item]:
         """`start` plus, until nothing changes, the rows that point at its rows (children) or the
         rows its rows point at (parents)."""
         rows = set(start)
         while True:
             more = set()
-            for child, child_at, parent, parent_at in self._links():
+            for child, child_at, parent, parent_at in self.links:
                 source, source_at, target, target_at = (
                     (parent, parent_at, child, child_at) if towards_children else (child, child_at, parent, parent_at))
                 keys = {tuple(self.rows[source][i][p] for p in source_at) for t, i in rows if t == source}
@@ -110,13 +136,13 @@ class _Shrinker:
         items = [(t.name, i) for t in self.schema.tables for i in range(len(self.rows[t.name]))]
         if read is not None:
             unread = self.closure({item for item in items if item[0].lower() not in read})
-            trial = [item for item in items if item not in unread]
+            trial = self.without_childless([item for item in items if item not in unread])
             if unread and self.still_differs(trial):
                 items = trial
         if hints:
             hinted = {(t, i) for t, i in items if any(_hashable(v) in hints for v in self.rows[t][i])}
             kept = self.with_parents(hinted) if hinted else set()
-            trial = [item for item in items if item in kept]
+            trial = self.without_childless([item for item in items if item in kept])
             if trial and len(trial) < len(items) and self.still_differs(trial):
                 items = trial
         chunk = max(1, len(items) // 2)
@@ -125,7 +151,7 @@ class _Shrinker:
             start = 0
             while start < len(items) and self.attempts < self.budget:
                 removed = self.closure(set(items[start:start + chunk]))
-                trial = [item for item in items if item not in removed]
+                trial = self.without_childless([item for item in items if item not in removed])
                 if len(trial) < len(items) and self.still_differs(trial):
                     items = trial
                     progress = True
@@ -143,15 +169,33 @@ def _hashable(value: Any) -> Any:
 
 
 def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, tables: Sequence[str] | None = None,
-                          budget: int = 200, hints: Sequence[Any] = ()) -> Counterexample:
+                          budget: int = 200, hints: Sequence[Any] = (), memo: str | None = None) -> Counterexample:
     """The neighbour's rows cut down, while `differs(path)` stays True, until no single row can go
     or `budget` calls of `differs` are spent; the rows of `tables` (or of every non-empty table).
-    `differs` must be True on the neighbour itself (it is not asked again)."""
+    `differs` must be True on the neighbour itself (it is not asked again). `memo`: a key for the
+    two queries; the rows kept are remembered beside the neighbour under it, and a later call with
+    the same key checks them with one call of `differs` instead of shrinking again."""
     schema, rows = _read(Path(neighbour.path))
+    invariants = tuple(getattr(neighbour, "invariants", ()))
+    broken = getattr(neighbour, "breaks", None)
+    kept_invariants = Observed(tuple(i for i in invariants if i != broken))
+    linked = kept_invariants.schema_with(schema)
+    participation = []
+    for invariant in kept_invariants.of(InvariantKind.PARTICIPATION):
+        parent, child = schema.table(invariant.table), schema.table(invariant.other_table)
+        if parent is not None and child is not None and parent is not child:
+            participation.append((parent.name, parent.position(invariant.column), child.name, child.position(invariant.other_column)))
     wanted = frozenset(name.lower() for name in tables) if tables is not None else None
+    remembered = _memo_path(Path(neighbour.path), memo)
     with tempfile.TemporaryDirectory(prefix="nl2sql-shrink-") as folder:
-        found = frozenset(_hashable(v) for v in hints if v is not None)
-        kept = set(_Shrinker(schema, rows, differs, Path(folder), budget).shrink(wanted, found))
+        shrinker = _Shrinker(linked, rows, differs, Path(folder), budget, participation)
+        kept_items = _recall(remembered, rows)
+        if kept_items is None or not shrinker.still_differs(kept_items):
+            shrinker.attempts = 0
+            found = frozenset(_hashable(v) for v in hints if v is not None)
+            kept_items = shrinker.shrink(wanted, found)
+            _remember(remembered, kept_items)
+    kept = set(kept_items)
     result = []
     for table in schema.tables:
         remaining = tuple(r for i, r in enumerate(rows[table.name]) if (table.name, i) in kept)
@@ -161,3 +205,36 @@ def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, ta
             continue
         result.append((table.name, tuple(c.name for c in table.columns), remaining))
     return Counterexample(tuple(result))
+
+
+def _memo_path(neighbour: Path, memo: str | None) -> Path | None:
+    if memo is None:
+        return None
+    return neighbour.parent / "shrunk" / f"{neighbour.stem}-{memo[:32]}.json"
+
+
+def _recall(path: Path | None, rows: Rows) -> list[Item] | None:
+    """The rows kept by an earlier shrink of the same two queries, if they still name rows."""
+    if path is None:
+        return None
+    try:
+        items = [(str(table), int(index)) for table, index in json.loads(path.read_text())]
+    except (OSError, ValueError, TypeError):
+        return None
+    if not all(table in rows and 0 <= index < len(rows[table]) for table, index in items):
+        return None
+    return items
+
+
+def _remember(path: Path | None, items: list[Item]) -> None:
+    """Written under a temporary name and renamed, so a concurrent reader never sees half a file;
+    a cache folder that cannot be written to is only a slower next run."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(exist_ok=True)
+        staging = path.with_name(f".{path.name}.{os.getpid()}")
+        staging.write_text(json.dumps(items))
+        os.replace(staging, path)
+    except OSError:
+        pass

@@ -215,6 +215,15 @@ def like_misses(pattern: str) -> list[str]:
     return [value for value in dict.fromkeys([missing_first, missing_last]) if value]
 
 
+def _stem(text: str) -> str:
+    """A text without the numbers earlier fresh values appended ("ann 6 8" -> "ann"), so that
+    fresh names stay short enough to read in a counterexample."""
+    words = text.split(" ")
+    while len(words) > 1 and words[-1].isdigit():
+        words.pop()
+    return " ".join(words) or "v"
+
+
 def fresh_value(column: Column, taken: set[Any], counter: int) -> Any | None:
     """A value for a key column that no row has yet (None when the type has no easy one)."""
     numbers = [v for v in taken if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -223,7 +232,7 @@ def fresh_value(column: Column, taken: set[Any], counter: int) -> Any | None:
         return start + counter
     if column.value_class in (TEXT, OTHER):
         texts = sorted(str(v) for v in taken if isinstance(v, str))
-        base = texts[counter % len(texts)] if texts else "v"
+        base = _stem(texts[counter % len(texts)]) if texts else "v"
         candidate = f"{base} {counter + 2}"
         while candidate in taken:
             counter += 1

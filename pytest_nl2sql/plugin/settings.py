@@ -20,7 +20,7 @@ from pytest_nl2sql.judge.pipeline import DEFAULT_NEIGHBOURS, Pipeline, RunOption
 from pytest_nl2sql.judge.predict import NO_PREDICTOR
 from pytest_nl2sql.metrics.soft import parse_synonym_lines
 from pytest_nl2sql.reports import default_path
-from pytest_nl2sql.vocab import REPORT_FORMATS
+from pytest_nl2sql.vocab import REPORT_FORMATS, FragilePolicy
 
 DEFAULT_FILES = "*.nl2sql.yaml *.nl2sql.yml *.nl2sql.jsonl"
 
@@ -54,6 +54,7 @@ OPTIONS = (
     Option("--nl2sql-label", "name this run (the model, the prompt) in reports and the history", metavar="TEXT"),
     Option("--nl2sql-history", "append one JSON line per run (run metadata and summary) to this file", metavar="PATH"),
     Option("--nl2sql-neighbours", f"neighbour databases generated per SQLite/DuckDB case; a prediction must match on each (default {DEFAULT_NEIGHBOURS}; 0: off)", default=str(DEFAULT_NEIGHBOURS), metavar="N"),
+    Option("--nl2sql-fragile", "a prediction that differs from the gold only on stress neighbours (data the case's database never shows): `pass` (marked fragile; default) or `fail`", default="pass", metavar="pass|fail"),
     Option("--nl2sql-confine", "databases and result files named by case files must lie under the rootdir", kind="bool", default=False),
 )
 
@@ -86,6 +87,7 @@ class Settings:
     label: str | None = None
     history: Path | None = None
     neighbours: int = DEFAULT_NEIGHBOURS
+    fragile: FragilePolicy = FragilePolicy.PASS
 
     @property
     def spider_compat(self) -> bool:
@@ -94,7 +96,7 @@ class Settings:
     def run_options(self) -> dict[str, Any]:
         """The options that shape verdicts, for the report's `run` (no paths, no secrets)."""
         return {"timeout": self.limits.timeout, "max_rows": self.limits.max_rows, "compat": self.compat,
-                "concurrency": self.concurrency, "neighbours": self.neighbours, "baseline": self.baseline is not None,
+                "concurrency": self.concurrency, "neighbours": self.neighbours, "fragile": self.fragile.value, "baseline": self.baseline is not None,
                 "predictions": self.predictions.name if self.predictions else None}
 
 
@@ -143,6 +145,10 @@ def read_settings(config: Any) -> Settings:
         raise SettingsError("--nl2sql-timeout, --nl2sql-max-rows and --nl2sql-concurrency must be positive")
     if neighbours < 0:
         raise SettingsError("--nl2sql-neighbours must be 0 (off) or more")
+    try:
+        fragile = FragilePolicy(str(values["nl2sql_fragile"]).strip().lower())
+    except ValueError:
+        raise SettingsError(f"--nl2sql-fragile: use pass or fail, not {values['nl2sql_fragile']!r}") from None
     compat = values["nl2sql_compat"]
     if compat not in (None, "spider"):
         raise SettingsError(f"--nl2sql-compat: only `spider` is known, not {compat!r}")
@@ -174,6 +180,7 @@ def read_settings(config: Any) -> Settings:
         label=values["nl2sql_label"],
         history=path("nl2sql_history"),
         neighbours=neighbours,
+        fragile=fragile,
     )
 
 
@@ -208,7 +215,7 @@ def make_pipeline(settings: Settings, config: Any) -> Pipeline:
     options = RunOptions(
         limits=settings.limits, spider_compat=settings.spider_compat, dsn=settings.dsn, db_dir=settings.db_dir,
         fingerprints=settings.baseline is not None, verbosity=config.get_verbosity(), synonyms=settings.synonyms,
-        neighbours=settings.neighbours, cache_dir=neighbour_cache_dir(config),
+        neighbours=settings.neighbours, cache_dir=neighbour_cache_dir(config), fragile=settings.fragile,
     )
     caller = config.hook.pytest_nl2sql_predict
 

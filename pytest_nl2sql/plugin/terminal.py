@@ -119,6 +119,10 @@ def neighbour_lines(summary: dict[str, Any], judged: int) -> list[str]:
         lines.append(f"  on the cases' own databases alone {percent(summary['single_db_passed'], judged)}; neighbour databases failed "
                      f"{neighbours['caught']} prediction{'s' if neighbours['caught'] != 1 else ''} right there "
                      f"({neighbours['databases']} databases checked over {neighbours['cases']} cases)")
+        fragile = summary.get("fragile") or 0
+        lines.append(f"  strict (fragile passes counted as failures) {percent(summary['passed'] - fragile, judged)}; "
+                     f"{fragile} fragile pass{'es' if fragile != 1 else ''} (right only while the data keeps what the "
+                     f"case's database shows; --nl2sql-fragile=fail fails them)")
     if summary.get("gold_warnings"):
         n = summary["gold_warnings"]
         lines.append(f"  {n} gold quer{'ies' if n != 1 else 'y'} with a nondeterministic result (see each item's gold_warnings)")

@@ -1,0 +1,302 @@
+"""What a case's own database shows about the data it could hold, declared or not: columns whose
+values are unique, columns never NULL, columns whose every value appears in another table's key
+(an undeclared foreign key), parents that always have a child, the few values of a category column
+and how they are spelled, a literal of the gold that names one row. Plausible neighbours keep every
+invariant; a stress neighbour breaks exactly one (`Invariant.words` says which, for a reader).
+
+A unique column is an invariant only where the uniqueness is unlikely to be chance: text (names,
+titles), and integers whose range is narrow enough that random values would have collided twice
+over (the birthday bound: n(n-1)/2 / range >= 2). Five distinct ages, or six orders of six of ten
+customers, are not a key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any
+
+from pytest_nl2sql.neighbours.literals import GoldFacts
+from pytest_nl2sql.neighbours.schema import INT, TEXT, ForeignKey, Schema, Table, quote
+
+IDENTITY_ROWS = 5000  # a table's (name, key) pairs are read up to this many rows
+CATEGORY_VALUES = 8  # a text column with at most this many distinct values, each repeated, is a category
+VALUES_READ = 20000  # distinct values read per column to check inclusions (larger columns are not checked)
+CHANCE_COLLISIONS = 2.0  # expected collisions of random integers in the column's range: above, uniqueness is not chance
+
+
+class InvariantKind(str, Enum):
+    """The kinds of observed invariant; the spelling is stored in the neighbour cache."""
+
+    UNIQUE = "unique"  # no two rows share the column's value
+    NOT_NULL = "not null"  # no NULL in the column
+    INCLUSION = "inclusion"  # every value appears in the other table's key column (an undeclared foreign key)
+    PARTICIPATION = "participation"  # every row of the table has a row pointing at it in the other table
+    CATEGORY = "category"  # the column holds only these values
+    SPELLING = "spelling"  # no two values differ only in case or outer spaces
+    ONCE = "once"  # the gold's literal names one row
+    IDENTITY = "identity"  # a unique name keeps its key (Aruba's code is ABW): `values` holds (name, key) pairs
+
+
+@dataclass(frozen=True)
+class Invariant:
+    kind: InvariantKind
+    table: str
+    column: str
+    other_table: str = ""  # INCLUSION: the parent; PARTICIPATION: the child table
+    other_column: str = ""
+    values: tuple[Any, ...] = ()  # CATEGORY: the values; ONCE: the literal
+
+    def words(self) -> str:
+        """What a neighbour that breaks it shows, for the failure text ("two rows of … share …")."""
+        kind = self.kind
+        if kind is InvariantKind.UNIQUE:
+            return f"two rows of {self.table} share {self.column}"
+        if kind is InvariantKind.NOT_NULL:
+            return f"{self.table}.{self.column} holds a NULL"
+        if kind is InvariantKind.INCLUSION:
+            return f"{self.table}.{self.column} refers to no row of {self.other_table}"
+        if kind is InvariantKind.PARTICIPATION:
+            return f"a row of {self.table} has no row in {self.other_table}"
+        if kind is InvariantKind.SPELLING:
+            return f"{self.table}.{self.column} holds one value in two spellings"
+        if kind is InvariantKind.ONCE:
+            return f"several rows of {self.table} have {self.column} = {self.values[0]!r}"
+        return f"{self.table}.{self.column} holds a value outside {list(self.values)}"
+
+    def __hash__(self) -> int:  # identity pairs can be long: hash what names the invariant
+        return hash((self.kind, self.table, self.column, self.other_table, self.other_column))
+
+    def to_json(self) -> list[Any]:
+        """Identity pairs are for generation only: a cached neighbour keeps their kind, not the pairs."""
+        values = [] if self.kind is InvariantKind.IDENTITY else list(self.values)
+        return [self.kind.value, self.table, self.column, self.other_table, self.other_column, values]
+
+    @classmethod
+    def from_json(cls, data: Sequence[Any]) -> "Invariant":
+        kind, table, column, other_table, other_column, values = data
+        return cls(InvariantKind(kind), table, column, other_table, other_column, tuple(values))
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    rows: int
+    non_null: int
+    distinct: int
+    folded: int  # distinct after lower() and trim(): text columns only, else `distinct`
+    low: Any
+    high: Any
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The invariants of one source for one gold; `schema_with` folds the structural ones into a
+    schema, so that the generator and its repair keep them as they keep declared constraints."""
+
+    invariants: tuple[Invariant, ...]
+
+    def of(self, kind: InvariantKind) -> list[Invariant]:
+        return [i for i in self.invariants if i.kind is kind]
+
+    def has(self, kind: InvariantKind, table: str, column: str) -> bool:
+        return any(i.kind is kind and i.table == table and i.column == column for i in self.invariants)
+
+    def without(self, broken: Invariant | None) -> "Observed":
+        """The invariants but `broken` (and, for a repeated name, the identity of that name)."""
+        if broken is None:
+            return self
+        follows = (InvariantKind.IDENTITY,) if broken.kind in (InvariantKind.UNIQUE, InvariantKind.ONCE) else ()
+        return Observed(tuple(i for i in self.invariants if i != broken and not (
+            i.kind in follows and i.table == broken.table and i.column == broken.column)))
+
+    def schema_with(self, schema: Schema) -> Schema:
+        """`schema` plus the observed unique, NOT NULL and inclusion invariants as if declared."""
+        tables = []
+        for table in schema.tables:
+            mine = [i for i in self.invariants if i.table == table.name]
+            unique = tuple((i.column,) for i in mine if i.kind is InvariantKind.UNIQUE)
+            not_null = {i.column for i in mine if i.kind is InvariantKind.NOT_NULL}
+            links = tuple(ForeignKey((i.column,), i.other_table, (i.other_column,)) for i in mine if i.kind is InvariantKind.INCLUSION)
+            if not (unique or not_null or links):
+                tables.append(table)
+                continue
+            columns = tuple(replace(c, not_null=True) if c.name in not_null else c for c in table.columns)
+            tables.append(replace(table, columns=columns, uniques=table.uniques + unique,
+                                  foreign_keys=table.foreign_keys + links))
+        return replace(schema, tables=tuple(tables))
+
+
+def observe(source: Any, schema: Schema, facts: GoldFacts, structural: Sequence[Invariant]) -> Observed:
+    """The invariants that matter to a gold with `facts`: the source's structural ones (`learn`,
+    once per source) and the gold's literals that name one row of `source` (an open reader)."""
+    found = list(structural)
+    unique = {(i.table, i.column) for i in found if i.kind is InvariantKind.UNIQUE}
+    unique |= {(t.name, key[0]) for t in schema.tables for key in t.uniques if len(key) == 1}
+    for hint in facts.hints:
+        if hint.op not in ("=", "in") or hint.column in unique:
+            continue
+        table = schema.table(hint.column[0])
+        values = hint.value if hint.op == "in" else (hint.value,)
+        for value in values:  # type: ignore[union-attr]
+            if table is None or not isinstance(value, str):
+                continue
+            count = source.connection.execute(
+                f"SELECT count(*) FROM {quote(table.name)} WHERE {quote(hint.column[1])} = ?", [value]).fetchone()[0]
+            if count == 1:
+                found.append(Invariant(InvariantKind.ONCE, table.name, hint.column[1], values=(value,)))
+    return Observed(tuple(dict.fromkeys(found)))
+
+
+def learn(source: Any, schema: Schema) -> tuple[Invariant, ...]:
+    """Every structural invariant of the source (its connection is sqlite3 or duckdb)."""
+    connection = source.connection
+    stats = {table.name: _column_stats(connection, table) for table in schema.tables}
+    found: list[Invariant] = []
+    keys: dict[tuple[str, str], Table] = {}  # single-column keys, declared or observed
+    for table in schema.tables:
+        declared_unique = {key[0] for key in table.uniques if len(key) == 1}
+        for name in declared_unique:
+            keys[(table.name, name)] = table
+        for column in table.columns:
+            column_stats = stats[table.name][column.name]
+            if column_stats.rows == 0:
+                continue
+            if not column.not_null and column.name not in table.primary_key and column_stats.non_null == column_stats.rows:
+                found.append(Invariant(InvariantKind.NOT_NULL, table.name, column.name))
+            if column.name not in declared_unique and _unique_by_design(column.value_class, column_stats):
+                found.append(Invariant(InvariantKind.UNIQUE, table.name, column.name))
+                keys[(table.name, column.name)] = table
+            if column.value_class == TEXT and column_stats.distinct >= 2 and column_stats.folded == column_stats.distinct:
+                found.append(Invariant(InvariantKind.SPELLING, table.name, column.name))
+            if (column.value_class == TEXT and 1 <= column_stats.distinct <= CATEGORY_VALUES
+                    and column_stats.non_null >= 2 * column_stats.distinct):
+                values = [row[0] for row in connection.execute(
+                    f"SELECT DISTINCT {quote(column.name)} FROM {quote(table.name)} WHERE {quote(column.name)} IS NOT NULL"
+                    f" ORDER BY 1").fetchall()]
+                found.append(Invariant(InvariantKind.CATEGORY, table.name, column.name, values=tuple(values)))
+    found += _links(connection, schema, stats, keys)
+    found += _identities(connection, schema, found, stats)
+    references = {(t.name, c) for t in schema.tables for fk in t.foreign_keys for c in fk.columns}
+    references |= {(i.table, i.column) for i in found if i.kind is InvariantKind.INCLUSION}
+    return tuple(i for i in found if not (i.kind is InvariantKind.CATEGORY and (i.table, i.column) in references))  # a reference's values are its parents' keys
+
+
+def _identities(connection: Any, schema: Schema, found: list[Invariant], stats: dict[str, dict[str, ColumnStats]]) -> list[Invariant]:
+    """A unique text column (a name) and its table's single-column primary key: the pairs the
+    source has, which a neighbour's rows named like a source row keep."""
+    names = {(i.table, i.column) for i in found if i.kind is InvariantKind.UNIQUE}
+    made = []
+    for table in schema.tables:
+        if len(table.primary_key) != 1 or not table.columns or stats[table.name][table.columns[0].name].rows > IDENTITY_ROWS:
+            continue
+        key = table.primary_key[0]
+        for column in table.columns:
+            unique = (table.name, column.name) in names or (column.name,) in table.uniques
+            if column.name == key or column.value_class != TEXT or not unique:
+                continue
+            pairs = tuple(tuple(row) for row in connection.execute(
+                f"SELECT {quote(column.name)}, {quote(key)} FROM {quote(table.name)} WHERE {quote(column.name)} IS NOT NULL").fetchall())
+            made.append(Invariant(InvariantKind.IDENTITY, table.name, column.name, table.name, key, pairs))
+    return made
+
+
+def _unique_by_design(value_class: str, stats: ColumnStats) -> bool:
+    if stats.non_null < 2 or stats.distinct != stats.non_null:
+        return False
+    if value_class == TEXT:
+        return True
+    if value_class != INT or not isinstance(stats.low, int) or not isinstance(stats.high, int) or stats.non_null < 5:
+        return False  # three distinct values say nothing
+    n, span = stats.non_null, stats.high - stats.low + 1
+    return n * (n - 1) / 2 / span >= CHANCE_COLLISIONS
+
+
+def _column_stats(connection: Any, table: Table) -> dict[str, ColumnStats]:
+    if not table.columns:
+        return {}
+    parts = ["count(*)"]
+    for column in table.columns:
+        name = quote(column.name)
+        folded = f"count(DISTINCT lower(trim({name})))" if column.value_class == TEXT else f"count(DISTINCT {name})"
+        low_high = f"min({name}), max({name})" if column.value_class == INT else "NULL, NULL"
+        parts.append(f"count({name}), count(DISTINCT {name}), {folded}, {low_high}")
+    row = connection.execute(f"SELECT {', '.join(parts)} FROM {quote(table.name)}").fetchone()
+    rows = row[0]
+    stats = {}
+    for index, column in enumerate(table.columns):
+        non_null, distinct, folded, low, high = row[1 + 5 * index: 6 + 5 * index]
+        stats[column.name] = ColumnStats(rows, non_null, distinct, folded, low, high)
+    return stats
+
+
+def _links(connection: Any, schema: Schema, stats: dict[str, dict[str, ColumnStats]],
+           keys: dict[tuple[str, str], Table]) -> list[Invariant]:
+    """Undeclared foreign keys (a column whose every value is in a key column of another table,
+    of the same kind of value and, for numbers, with a related name), and parents whose every
+    row has a child (over declared and undeclared single-column foreign keys)."""
+    values: dict[tuple[str, str], frozenset[Any] | None] = {}
+
+    def read(table: str, column: str) -> frozenset[Any] | None:
+        if (table, column) not in values:
+            if stats[table][column].distinct > VALUES_READ:
+                values[(table, column)] = None
+            else:
+                values[(table, column)] = frozenset(row[0] for row in connection.execute(
+                    f"SELECT DISTINCT {quote(column)} FROM {quote(table)} WHERE {quote(column)} IS NOT NULL").fetchall())
+        return values[(table, column)]
+
+    found: list[Invariant] = []
+    links: list[tuple[str, str, str, str]] = []  # child table, column, parent table, column
+    for table in schema.tables:
+        for fk in table.foreign_keys:
+            parent = schema.table(fk.parent)
+            referenced = fk.parent_columns or (parent.primary_key if parent is not None else ())
+            if parent is not None and len(fk.columns) == 1 and len(referenced) == 1 and parent.column(referenced[0]) is not None:
+                links.append((table.name, fk.columns[0], parent.name, parent.column(referenced[0]).name))  # type: ignore[union-attr]
+    declared = {(child, column) for child, column, _, _ in links}
+    for table in schema.tables:
+        own_key = table.primary_key[0] if len(table.primary_key) == 1 else None
+        for column in table.columns:
+            if (table.name, column.name) in declared or column.name == own_key or column.value_class not in (INT, TEXT):
+                continue
+            if stats[table.name][column.name].distinct < 2:
+                continue
+            for (parent_name, key), parent in keys.items():
+                if parent is table or parent.column(key).value_class != column.value_class:  # type: ignore[union-attr]
+                    continue
+                if column.value_class == INT and not _related(column.name, parent_name, key):
+                    continue
+                mine, theirs = read(table.name, column.name), read(parent_name, key)
+                if mine is not None and theirs is not None and mine <= theirs:
+                    found.append(Invariant(InvariantKind.INCLUSION, table.name, column.name, parent_name, key))
+                    links.append((table.name, column.name, parent_name, key))
+                    break
+    for child, column, parent, key in dict.fromkeys(links):
+        if child == parent or stats[parent][key].non_null < 2:
+            continue
+        mine, theirs = read(child, column), read(parent, key)
+        if mine is not None and theirs is not None and theirs <= mine:
+            found.append(Invariant(InvariantKind.PARTICIPATION, parent, key, child, column))
+    return found
+
+
+def _words(name: str) -> set[str]:
+    """Lower-case words of a name (snake_case and camelCase split), plural s dropped."""
+    words, current = [], ""
+    for ch in name:
+        if ch in "_ -" or (ch.isupper() and current and not current[-1].isupper()):
+            if current:
+                words.append(current.lower())
+            current = "" if ch in "_ -" else ch
+        else:
+            current += ch
+    if current:
+        words.append(current.lower())
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words} - {"id"}
+
+
+def _related(column: str, parent_table: str, parent_column: str) -> bool:
+    """Does a numeric column's name point at the parent (`Airline` at `airlines.uid`)?"""
+    mine = _words(column)
+    return bool(mine & (_words(parent_table) | _words(parent_column)))
