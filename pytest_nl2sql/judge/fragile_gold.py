@@ -24,10 +24,10 @@ from pytest_nl2sql.judge.execute import execute_once_more_if_lost
 
 
 def why_gold_is_fragile(golds: Sequence[str], dialect: str | None, engine: Engine, limits: Limits,
-                        keys: frozenset[tuple[str, str]]) -> str | None:
+                        keys: frozenset[tuple[str, str]], differing: Sequence[Any]) -> str | None:
     """Why the (first) gold's answer on `engine`'s database is not one to hold a prediction to, or
-    None. `keys`: (table, column), lower case, of the columns that are keys there (declared or kept
-    unique by the neighbour)."""
+    None. `keys`: (table, column), lower case, of the columns that identify a row or a parent there
+    (declared or kept keys, references); `differing`: the values of the result rows that differ."""
     tree = _parse(golds[0], dialect) if golds else None
     if tree is None:
         return None
@@ -39,10 +39,30 @@ def why_gold_is_fragile(golds: Sequence[str], dialect: str | None, engine: Engin
         if len(rows) > cut and rows[cut - 1] == rows[cut]:
             return "a tie that the gold's LIMIT inside a subquery cuts, which the case's database never has"
     for operation in tree.find_all(exp.Except, exp.Intersect):
-        if not any(_projects_key(branch, keys) for branch in (operation.this, operation.expression)):
+        branches = [_projected(branch) for branch in (operation.this, operation.expression)]
+        if any(columns is None or any(c in keys for c in columns) for columns in branches):
+            continue  # a side returns a key (or cannot be read): equal rows are one entity
+        if any(_shared(engine, limits, column, dialect, differing) for columns in branches for column in columns):  # type: ignore[union-attr]
             name = "EXCEPT" if isinstance(operation, exp.Except) else "INTERSECT"
             return f"rows that share a value the gold's {name} compares (not a key), which it merges"
     return None
+
+
+def _shared(engine: Engine, limits: Limits, column: tuple[str, str], dialect: str | None, values: Sequence[Any]) -> bool:
+    """Do two rows of the table share one of `values` (those of the differing result rows) in the
+    column, on this database? Only then did the set operation merge two of them there."""
+    wanted = [v for v in dict.fromkeys(values) if isinstance(v, (str, int, float)) and not isinstance(v, bool)][:50]
+    if not wanted:
+        return False
+    table, name = (exp.to_identifier(part, quoted=True).sql(dialect=dialect or "") for part in column)
+    listed = ", ".join(exp.convert(v).sql(dialect=dialect or "") for v in wanted)
+    try:
+        rows = execute_once_more_if_lost(
+            engine, f"SELECT {name} FROM {table} WHERE {name} IN ({listed}) GROUP BY {name} HAVING count(*) > 1 LIMIT 1",
+            limits, trusted=True).rows
+    except EngineError:
+        return False
+    return bool(rows)
 
 
 def _parse(sql: str, dialect: str | None) -> exp.Expression | None:
@@ -73,26 +93,28 @@ def _inner_limit_probes(tree: exp.Expression, dialect: str) -> list[tuple[str, i
     return probes
 
 
-def _projects_key(branch: Any, keys: frozenset[tuple[str, str]]) -> bool:
-    """Does one side of a set operation return a key column (so equal rows are one entity)?"""
+def _projected(branch: Any) -> list[tuple[str, str]] | None:
+    """The (table, column) pairs, lower case, one side of a set operation returns; None when it is
+    not a plain SELECT of columns (a nested set operation, an expression)."""
     if not isinstance(branch, exp.Select):
-        return True  # a nested set operation or something unread: assume it is safe
+        return None
     tables = {}
     for table in branch.find_all(exp.Table):
         tables[(table.alias_or_name or table.name).lower()] = table.name.lower()
     only = next(iter(tables.values())) if len(tables) == 1 else None
+    found = []
     for projection in branch.expressions:
         column = projection.unalias() if isinstance(projection, exp.Alias) else projection
-        if not isinstance(column, exp.Column):
-            continue
-        table = tables.get(column.table.lower()) if column.table else only
-        if table is not None and (table, column.name.lower()) in keys:
-            return True
-    return False
+        table = (tables.get(column.table.lower()) if column.table else only) if isinstance(column, exp.Column) else None
+        if table is None:
+            return None
+        found.append((table, column.name.lower()))
+    return found
 
 
 def neighbour_keys(path: Path, kind: str, invariants: Sequence[Any]) -> frozenset[tuple[str, str]]:
-    """The single-column keys of a generated neighbour: declared, or kept unique by it."""
+    """The columns of a generated neighbour that identify a row (single-column keys, declared or
+    kept unique) or a parent (references, declared or learned)."""
     from pytest_nl2sql.neighbours.invariants import InvariantKind
     from pytest_nl2sql.neighbours.schema import open_source
 
@@ -102,5 +124,7 @@ def neighbour_keys(path: Path, kind: str, invariants: Sequence[Any]) -> frozense
     finally:
         reader.close()
     keys = {(t.name.lower(), key[0].lower()) for t in schema.tables for key in t.uniques if len(key) == 1}
-    keys |= {(i.table.lower(), i.column.lower()) for i in invariants if i.kind is InvariantKind.UNIQUE}
+    keys |= {(t.name.lower(), fk.columns[0].lower()) for t in schema.tables for fk in t.foreign_keys if len(fk.columns) == 1}
+    keys |= {(i.table.lower(), i.column.lower()) for i in invariants
+             if i.kind is InvariantKind.INCLUSION or (i.kind is InvariantKind.UNIQUE and not i.together)}
     return frozenset(keys)

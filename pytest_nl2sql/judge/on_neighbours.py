@@ -178,7 +178,7 @@ def not_the_prediction_s_fault(database: OtherDatabase, own_gold: GoldOutcome, g
     except (EngineError, OSError, ValueError):
         return None
     try:
-        return why_gold_is_fragile(rules.golds, rules.dialect, engine, limits, keys)
+        return why_gold_is_fragile(rules.golds, rules.dialect, engine, limits, keys, _differing_values(judgement))
     finally:
         engine.close()
 
@@ -191,9 +191,7 @@ def unseen_by_gold(own: GoldOutcome, gold: GoldOutcome, judgement: Judgement, ru
     index = judgement.gold_index
     if judgement.result is None or index >= len(own.results) or index >= len(gold.results):
         return None
-    seen = own.results[index].rows
-    if not seen:
-        return None
+    seen = own.results[index].rows  # may be empty: its author then saw no NULL and no repeat either
     here, predicted = list(gold.results[index].rows), list(judgement.result.rows)
     width, mine = len(gold.results[index].columns), len(judgement.result.columns)
     options = CompareOptions.from_mapping(rules.compare)

@@ -22,7 +22,7 @@ from pytest_nl2sql.neighbours.generate import FLAVOURS, CandidateBuilder, Repair
 from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind, Observed, learn, observe
 from pytest_nl2sql.neighbours.literals import GoldFacts, parse_gold, read_golds
 from pytest_nl2sql.neighbours.mutants import mutants
-from pytest_nl2sql.neighbours.plausible import Keeper, break_one, gold_literals, violations
+from pytest_nl2sql.neighbours.plausible import Keeper, break_one, gold_literals, settle, violations
 from pytest_nl2sql.neighbours.schema import Schema, SchemaUnsupported, open_source
 
 MIN_CANDIDATES = 10
@@ -131,7 +131,7 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
             repairer = Repairer(schema, rng, Keeper(schema, observed, literals, rng).keep)
             try:
                 builder = CandidateBuilder(schema, reader, facts, rng, flavour)
-                rows = repairer.repair(builder.build())
+                rows = settle(repairer.repair(builder.build()), schema, observed, literals)
                 connection, rows = create_database(schema, rows, ":memory:", repairer)
                 if computed:
                     connection, rows = _at_computed(connection, rows, computed, builder, repairer, kind)
@@ -149,8 +149,11 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
                 connection.close()
             scored.append(Scored(number, len(gold.rows), killed))
             candidates[number] = Built(schema, rows, flavour.note)
-        plausible = [candidates[s.index] for s in choose(scored, count)]
-        stress = _stress(plausible, declared, observed, literals, facts, engine_golds, count, seed, kind)  # type: ignore[arg-type]
+        chosen = choose(scored, count)
+        plausible = [candidates[s.index] for s in chosen]
+        covered = frozenset(i for s in chosen for i in s.killed)
+        stress = _stress(plausible, declared, observed, literals, facts, engine_golds, count, seed, kind,  # type: ignore[arg-type]
+                         mutant_sql, order_matters, covered)
         return Neighbourhood(tuple(plausible + stress), observed)
     except errors:
         return Neighbourhood((), Observed(()))
@@ -160,50 +163,65 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
 
 # The order in which invariants are broken, the false alarms they explain most often first.
 STRESS_ORDER = (InvariantKind.ONCE, InvariantKind.UNIQUE, InvariantKind.PARTICIPATION, InvariantKind.INCLUSION,
-                InvariantKind.NOT_NULL, InvariantKind.SPELLING)
+                InvariantKind.NOT_NULL, InvariantKind.SPELLING, InvariantKind.CATEGORY)
+
+
+STRESS_CANDIDATES = 8  # invariants tried per case; the `count` that tell the most mutants apart are kept
 
 
 def _stress(plausible: list[Built], declared: Schema, observed: Observed, literals: dict[tuple[str, str], list[Any]], facts: GoldFacts,
-            engine_golds: list[str], count: int, seed: bytes, kind: str) -> list[Built]:
+            engine_golds: list[str], count: int, seed: bytes, kind: str, mutant_sql: list[str], order_matters: bool,
+            covered: frozenset[int]) -> list[Built]:
     """Up to `count` stress neighbours, each a plausible one with one invariant of the gold's
-    columns broken (and every other kept)."""
+    columns broken (and every other kept): of the invariants of the columns the gold compares with
+    literals, then groups or joins by, then names, those whose breaking tells apart the most
+    mutants the plausible neighbours did not (`covered`), then the first in that order."""
     if not plausible:
         return []
-    columns = {(t.lower(), c.lower()) for t, c in facts.mentioned}
-    columns |= {(t.lower(), c.lower()) for pair in facts.joins for t, c in pair}
+    hinted = {(h.column[0].lower(), h.column[1].lower()) for h in facts.hints}
+    shaping = {(t.lower(), c.lower()) for t, c in facts.grouped} | {(t.lower(), c.lower()) for pair in facts.joins for t, c in pair}
+    columns = {(t.lower(), c.lower()) for t, c in facts.mentioned} | shaping
     read = {t.lower() for t in facts.tables}
 
-    def relevant(invariant: Invariant) -> bool:
+    def rank(invariant: Invariant) -> tuple[int, int] | None:
         mine = (invariant.table.lower(), invariant.column.lower())
         theirs = (invariant.other_table.lower(), invariant.other_column.lower())
         if invariant.kind in (InvariantKind.INCLUSION, InvariantKind.PARTICIPATION):
-            return (mine in columns or theirs in columns) and invariant.table.lower() in read and invariant.other_table.lower() in read
-        return mine in columns
+            if not ({invariant.table.lower(), invariant.other_table.lower()} <= read and (mine in columns or theirs in columns)):
+                return None
+        elif mine not in columns:
+            return None
+        place = 0 if mine in hinted else 1 if mine in shaping or theirs in shaping else 2
+        return place, STRESS_ORDER.index(invariant.kind)
 
-    wanted = sorted((i for i in observed.invariants if i.kind in STRESS_ORDER and relevant(i)),
-                    key=lambda i: STRESS_ORDER.index(i.kind))
-    made: list[Built] = []
+    ranked = sorted(((rank(i), n, i) for n, i in enumerate(observed.invariants) if i.kind in STRESS_ORDER), key=lambda t: (t[0] or (9, 9), t[1]))
+    wanted = [i for r, _, i in ranked if r is not None][:STRESS_CANDIDATES]
+    scored: list[Scored] = []
+    made: dict[int, Built] = {}
     for number, invariant in enumerate(wanted):
-        if len(made) >= count:
-            break
         rng = seeded(seed, 1000 + number)
         base = plausible[number % len(plausible)]
         rest = observed.without(invariant)
         schema = rest.schema_with(declared)  # every invariant folded in but the broken one
-        broken = break_one(base.rows, invariant, base.schema, rng)
+        broken = break_one(base.rows, invariant, base.schema, rng, literals)
         if broken is None:
             continue
         repairer = Repairer(schema, rng, Keeper(schema, rest, literals, rng).keep)
         try:
-            connection, rows = create_database(schema, repairer.repair(broken), ":memory:", repairer)
+            connection, rows = create_database(schema, settle(repairer.repair(broken), schema, rest, literals), ":memory:", repairer)
         except _source_errors(kind):
             continue
         try:
             if not violations(rows, base.schema, observed, literals, only=[invariant]) or violations(rows, schema, rest, literals):
                 continue  # the break did not survive the repair, or another invariant broke with it
-            if any(run_query(connection, sql, kind) is None for sql in engine_golds):
+            outcomes = [run_query(connection, sql, kind) for sql in engine_golds]
+            gold = outcomes[0]
+            if gold is None or None in outcomes:
                 continue
+            killed = frozenset(i for i, sql in enumerate(mutant_sql)
+                               if i not in covered and differs(gold, run_query(connection, sql, kind), order_matters))
         finally:
             connection.close()
-        made.append(Built(schema, rows, f"stress: {invariant.words()}", invariant))
-    return made
+        scored.append(Scored(number, len(gold.rows), killed))  # on equal kills `choose` takes the first in rank order
+        made[number] = Built(schema, rows, f"stress: {invariant.words()}", invariant)
+    return [made[s.index] for s in choose(scored, count)]

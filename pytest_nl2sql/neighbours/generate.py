@@ -202,7 +202,7 @@ class CandidateBuilder:
                     row = self._synthetic(parent, self.rng)
                     for column, value in zip(referenced, values):
                         position = parent.position(column)
-                        row[position] = _stored_or_none(value, parent.columns[position], self.schema.kind)
+                        row[position] = stored_or_none(value, parent.columns[position], self.schema.kind)
                     made.append(tuple(row))
                 rows[parent.name] = self._rekeyed(parent, [], made)
 
@@ -227,7 +227,7 @@ class CandidateBuilder:
                         value = value + self.rng.choice((-2, -1, 1, 3))
                     elif isinstance(value, str):
                         value = value + self.rng.choice(("a", "z"))
-                    row = tuple(_stored_or_none(value, column, self.schema.kind) if i == position else v for i, v in enumerate(row))
+                    row = tuple(stored_or_none(value, column, self.schema.kind) if i == position else v for i, v in enumerate(row))
                 changed.append(row)
             rows[table.name] = changed
 
@@ -263,7 +263,7 @@ class CandidateBuilder:
                     continue  # the focus's own value wins over the column's other conditions
                 options = [value] if hint == focus else satisfying(hint, column.value_class)
                 if options:
-                    row[table.position(column.name)] = _stored_or_none(self.rng.choice(options), column, self.schema.kind)
+                    row[table.position(column.name)] = stored_or_none(self.rng.choice(options), column, self.schema.kind)
             if (not self.flavour.duplicates) if tagged is None else tagged:  # texts of its own: each chain reaches the result apart
                 joined = {c for (t, c) in (e for pair in self.facts.joins for e in pair) if t == table.name}
                 tag = rng.randint(2, 99)
@@ -278,7 +278,7 @@ class CandidateBuilder:
                     position = table.position(name)
                     taken = {r[position] for r in rows[table.name]} | {row[position]}
                     self.fresh_counter += 1
-                    row[position] = _stored_or_none(fresh_value(table.columns[position], taken, self.fresh_counter),
+                    row[position] = stored_or_none(fresh_value(table.columns[position], taken, self.fresh_counter),
                                                     table.columns[position], self.schema.kind)
             made[table.name] = row
         edges = [(a, b) for a, b in self.facts.joins if a[0] != b[0] and a[0] in made and b[0] in made]
@@ -315,7 +315,7 @@ class CandidateBuilder:
                     continue
                 row = list(rng.choice(rows[parent.name])) if rows[parent.name] else self._synthetic(parent, rng)
                 for position, value in zip(positions, values):
-                    row[position] = _stored_or_none(value, parent.columns[position], self.schema.kind)
+                    row[position] = stored_or_none(value, parent.columns[position], self.schema.kind)
                 rows[parent.name] = rows[parent.name] + self._rekeyed(parent, rows[parent.name], [tuple(row)])
 
     def _group_anchors(self, tables: list[Table]) -> list[str]:
@@ -343,9 +343,9 @@ class CandidateBuilder:
         other_is_key = any(key == (other_table.columns[other_position].name,) for key in other_table.uniques)
         known_is_key = any(key == (known_table.columns[known_position].name,) for key in known_table.uniques)
         if other_is_key and not known_is_key:
-            made[known][known_position] = _stored_or_none(made[other][other_position], known_table.columns[known_position], self.schema.kind)
+            made[known][known_position] = stored_or_none(made[other][other_position], known_table.columns[known_position], self.schema.kind)
         else:
-            made[other][other_position] = _stored_or_none(made[known][known_position], other_table.columns[other_position], self.schema.kind)
+            made[other][other_position] = stored_or_none(made[known][known_position], other_table.columns[other_position], self.schema.kind)
 
     def _rekeyed(self, table: Table, existing: list[tuple[Any, ...]], made: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """Made rows with fresh key values where they copy a row's key, now rather than at the
@@ -370,7 +370,7 @@ class CandidateBuilder:
                     position = free[-1]
                     taken = {r[position] for r in existing} | {r[position] for r in result} | {row[position]}
                     self.fresh_counter += 1
-                    row[position] = _stored_or_none(fresh_value(table.columns[position], taken, self.fresh_counter),
+                    row[position] = stored_or_none(fresh_value(table.columns[position], taken, self.fresh_counter),
                                                     table.columns[position], self.schema.kind)
                     value = tuple(row[p] for p in positions)
                     if row[position] is None:
@@ -391,7 +391,7 @@ class CandidateBuilder:
         return True
 
     def _stored_row(self, table: Table, row: Sequence[Any]) -> tuple[Any, ...]:
-        return tuple(_stored_or_none(value, column, self.schema.kind) for value, column in zip(row, table.columns))
+        return tuple(stored_or_none(value, column, self.schema.kind) for value, column in zip(row, table.columns))
 
     def _pull_parents(self, rows: Rows, order: list[Table]) -> None:
         """Real parents of the sampled children, so that real joins survive (children first)."""
@@ -430,7 +430,7 @@ class CandidateBuilder:
                 value = f"200{rng.randint(1, 4)}-01-01"
             else:
                 value = None
-            row.append(_stored_or_none(value, column, self.schema.kind))
+            row.append(stored_or_none(value, column, self.schema.kind))
         return row
 
     def _make_row(self, table: Table, rows: Rows, focus: Hint | None, agree: float = 0.7) -> list[Any]:
@@ -444,7 +444,7 @@ class CandidateBuilder:
             assert column is not None
             options = satisfying(other, column.value_class)
             if options:
-                value = _stored_or_none(self.rng.choice(options), column, self.schema.kind)
+                value = stored_or_none(self.rng.choice(options), column, self.schema.kind)
                 if value is not None:
                     row[table.position(column.name)] = value
         for fk in self.links[table.name]:
@@ -466,7 +466,7 @@ class CandidateBuilder:
             assert column is not None
             position = table.position(column.name)
             for value in hint_values(hint, column.value_class):
-                value = _stored_or_none(value, column, self.schema.kind)
+                value = stored_or_none(value, column, self.schema.kind)
                 if value is None:
                     continue
                 row = self._make_row(table, rows, hint)
@@ -564,7 +564,7 @@ class CandidateBuilder:
             changed = []
             for row in rows[right.name]:
                 if self.rng.random() < 0.7:
-                    row = tuple(_stored_or_none(self.rng.choice(left_values), column, self.schema.kind) if i == position else v
+                    row = tuple(stored_or_none(self.rng.choice(left_values), column, self.schema.kind) if i == position else v
                                 for i, v in enumerate(row))
                 changed.append(row)
             rows[right.name] = changed
@@ -591,7 +591,8 @@ def _declared(left: Table, left_column: str, right: Table, right_column: str) ->
     return False
 
 
-def _stored_or_none(value: Any, column: Any, kind: str) -> Any:
+def stored_or_none(value: Any, column: Any, kind: str) -> Any:
+    """`value` as the column stores it, or None when it cannot hold it."""
     try:
         return stored(value, column, kind)
     except Unstorable:
@@ -680,7 +681,7 @@ class Repairer:
                 if any(v is None for v in values):
                     result.append(row)
                     continue
-                as_parent = tuple(_stored_or_none(v, c, self.schema.kind) for v, c in zip(values, parent_cols))
+                as_parent = tuple(stored_or_none(v, c, self.schema.kind) for v, c in zip(values, parent_cols))
                 if as_parent in keyset:
                     result.append(row)
                     continue
@@ -688,7 +689,7 @@ class Repairer:
                 if keys:
                     choice = self.rng.choice(keys)
                     for p, v in zip(positions, choice):
-                        fixed[p] = _stored_or_none(v, table.columns[p], self.schema.kind)
+                        fixed[p] = stored_or_none(v, table.columns[p], self.schema.kind)
                     if any(fixed[p] is None for p in positions):
                         continue
                 elif all(not table.columns[p].not_null and table.columns[p].name not in table.primary_key for p in positions):
@@ -722,7 +723,7 @@ class Repairer:
                 fixed = list(row)
                 position = free[-1]
                 fresh = fresh_value(table.columns[position], taken[position], self._next())
-                fixed[position] = _stored_or_none(fresh, table.columns[position], self.schema.kind)
+                fixed[position] = stored_or_none(fresh, table.columns[position], self.schema.kind)
                 new_value = tuple(fixed[p] for p in positions)
                 if fixed[position] is None or new_value in seen:
                     continue

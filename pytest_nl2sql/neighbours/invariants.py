@@ -4,8 +4,8 @@ values are unique, columns never NULL, columns whose every value appears in anot
 and how they are spelled, a literal of the gold that names one row. Plausible neighbours keep every
 invariant; a stress neighbour breaks exactly one (`Invariant.words` says which, for a reader).
 
-A unique column is an invariant only where the uniqueness is unlikely to be chance: text (names,
-titles), and integers whose range is narrow enough that random values would have collided twice
+A unique column is an invariant only where the uniqueness is unlikely to be chance: names (a text
+column called like `name`, `title` or its table), other text over at least 50 rows, and integers whose range is narrow enough that random values would have collided twice
 over (the birthday bound: n(n-1)/2 / range >= 2). Five distinct ages, or six orders of six of ten
 customers, are not a key.
 """
@@ -21,8 +21,10 @@ from pytest_nl2sql.neighbours.literals import GoldFacts
 from pytest_nl2sql.neighbours.schema import INT, TEXT, ForeignKey, Schema, Table, quote
 
 IDENTITY_ROWS = 5000  # a table's (name, key) pairs are read up to this many rows
+FACT_SHARE = 0.98  # a text is a fact of its parent when at least this share of its values has one parent
 CATEGORY_VALUES = 8  # a text column with at most this many distinct values, each repeated, is a category
 VALUES_READ = 20000  # distinct values read per column to check inclusions (larger columns are not checked)
+TEXT_KEY_ROWS = 50  # distinct texts in at least this many rows are a key even when the column is not a name
 CHANCE_COLLISIONS = 2.0  # expected collisions of random integers in the column's range: above, uniqueness is not chance
 
 
@@ -37,6 +39,7 @@ class InvariantKind(str, Enum):
     SPELLING = "spelling"  # no two values differ only in case or outer spaces
     ONCE = "once"  # the gold's literal names one row
     IDENTITY = "identity"  # a unique name keeps its key (Aruba's code is ABW): `values` holds (name, key) pairs
+    FACT = "fact"  # a name always goes with one parent (the make 'amc hornet' is an 'amc'): `values` holds (name, reference) pairs
 
 
 @dataclass(frozen=True)
@@ -46,13 +49,15 @@ class Invariant:
     column: str
     other_table: str = ""  # INCLUSION: the parent; PARTICIPATION: the child table
     other_column: str = ""
-    values: tuple[Any, ...] = ()  # CATEGORY: the values; ONCE: the literal
+    values: tuple[Any, ...] = ()  # CATEGORY: the values; ONCE: the literal; IDENTITY: (name, key, *references) rows
+    together: tuple[str, ...] = ()  # UNIQUE: the set's other columns; IDENTITY: the row's references kept with its name
 
     def words(self) -> str:
         """What a neighbour that breaks it shows, for the failure text ("two rows of … share …")."""
         kind = self.kind
         if kind is InvariantKind.UNIQUE:
-            return f"two rows of {self.table} share {self.column}"
+            columns = f"({', '.join((self.column, *self.together))})" if self.together else self.column
+            return f"two rows of {self.table} share {columns}"
         if kind is InvariantKind.NOT_NULL:
             return f"{self.table}.{self.column} holds a NULL"
         if kind is InvariantKind.INCLUSION:
@@ -66,17 +71,17 @@ class Invariant:
         return f"{self.table}.{self.column} holds a value outside {list(self.values)}"
 
     def __hash__(self) -> int:  # identity pairs can be long: hash what names the invariant
-        return hash((self.kind, self.table, self.column, self.other_table, self.other_column))
+        return hash((self.kind, self.table, self.column, self.other_table, self.other_column, self.together))
 
     def to_json(self) -> list[Any]:
-        """Identity pairs are for generation only: a cached neighbour keeps their kind, not the pairs."""
-        values = [] if self.kind is InvariantKind.IDENTITY else list(self.values)
-        return [self.kind.value, self.table, self.column, self.other_table, self.other_column, values]
+        """Identity and fact pairs are for generation only: a cached neighbour keeps their kind, not the pairs."""
+        values = [] if self.kind in (InvariantKind.IDENTITY, InvariantKind.FACT) else list(self.values)
+        return [self.kind.value, self.table, self.column, self.other_table, self.other_column, values, list(self.together)]
 
     @classmethod
     def from_json(cls, data: Sequence[Any]) -> "Invariant":
-        kind, table, column, other_table, other_column, values = data
-        return cls(InvariantKind(kind), table, column, other_table, other_column, tuple(values))
+        kind, table, column, other_table, other_column, values, together = data
+        return cls(InvariantKind(kind), table, column, other_table, other_column, tuple(values), tuple(together))
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,7 @@ class Observed:
         tables = []
         for table in schema.tables:
             mine = [i for i in self.invariants if i.table == table.name]
-            unique = tuple((i.column,) for i in mine if i.kind is InvariantKind.UNIQUE)
+            unique = tuple((i.column, *i.together) for i in mine if i.kind is InvariantKind.UNIQUE)
             not_null = {i.column for i in mine if i.kind is InvariantKind.NOT_NULL}
             links = tuple(ForeignKey((i.column,), i.other_table, (i.other_column,)) for i in mine if i.kind is InvariantKind.INCLUSION)
             if not (unique or not_null or links):
@@ -137,6 +142,8 @@ def observe(source: Any, schema: Schema, facts: GoldFacts, structural: Sequence[
         if hint.op not in ("=", "in") or hint.column in unique:
             continue
         table = schema.table(hint.column[0])
+        if table is None or not _name_like(table.name, hint.column[1]):
+            continue  # 'Kyle' names a person; 'LA', found once among four colleges, names no one
         values = hint.value if hint.op == "in" else (hint.value,)
         for value in values:  # type: ignore[union-attr]
             if table is None or not isinstance(value, str):
@@ -164,7 +171,7 @@ def learn(source: Any, schema: Schema) -> tuple[Invariant, ...]:
                 continue
             if not column.not_null and column.name not in table.primary_key and column_stats.non_null == column_stats.rows:
                 found.append(Invariant(InvariantKind.NOT_NULL, table.name, column.name))
-            if column.name not in declared_unique and _unique_by_design(column.value_class, column_stats):
+            if column.name not in declared_unique and _unique_by_design(table.name, column.name, column.value_class, column_stats):
                 found.append(Invariant(InvariantKind.UNIQUE, table.name, column.name))
                 keys[(table.name, column.name)] = table
             if column.value_class == TEXT and column_stats.distinct >= 2 and column_stats.folded == column_stats.distinct:
@@ -177,14 +184,45 @@ def learn(source: Any, schema: Schema) -> tuple[Invariant, ...]:
                 found.append(Invariant(InvariantKind.CATEGORY, table.name, column.name, values=tuple(values)))
     found += _links(connection, schema, stats, keys)
     found += _identities(connection, schema, found, stats)
+    found += _facts(connection, schema, found, stats)
+    found += _narrower_keys(connection, schema)
     references = {(t.name, c) for t in schema.tables for fk in t.foreign_keys for c in fk.columns}
     references |= {(i.table, i.column) for i in found if i.kind is InvariantKind.INCLUSION}
     return tuple(i for i in found if not (i.kind is InvariantKind.CATEGORY and (i.table, i.column) in references))  # a reference's values are its parents' keys
 
 
+def _narrower_keys(connection: Any, schema: Schema) -> list[Invariant]:
+    """Columns of a declared composite key that are unique together already (a teacher teaches a
+    course in one grade: (course, teacher) of the key (course, teacher, grade)); and the whole row
+    of a table with no key that holds no row twice (a student owns a pet once)."""
+    made = []
+    for table in schema.tables:
+        if not table.uniques and len(table.columns) >= 2:
+            names = ", ".join(quote(c.name) for c in table.columns)
+            rows, distinct = connection.execute(
+                f"SELECT count(*), (SELECT count(*) FROM (SELECT DISTINCT {names} FROM {quote(table.name)})) FROM {quote(table.name)}").fetchone()
+            if rows >= 2 and rows == distinct:
+                made.append(Invariant(InvariantKind.UNIQUE, table.name, table.columns[0].name,
+                                      together=tuple(c.name for c in table.columns[1:])))
+        for key in table.uniques:
+            if len(key) < 3:
+                continue  # a two-column key's single columns are checked one by one
+            for left_out in key:
+                columns = [c for c in key if c != left_out]
+                names = ", ".join(quote(c) for c in columns)
+                present = " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
+                rows, distinct = connection.execute(
+                    f"SELECT count(*), (SELECT count(*) FROM (SELECT DISTINCT {names} FROM {quote(table.name)} WHERE {present}))"
+                    f" FROM {quote(table.name)} WHERE {present}").fetchone()
+                if rows >= 2 and rows == distinct:
+                    made.append(Invariant(InvariantKind.UNIQUE, table.name, columns[0], together=tuple(columns[1:])))
+    return made
+
+
 def _identities(connection: Any, schema: Schema, found: list[Invariant], stats: dict[str, dict[str, ColumnStats]]) -> list[Invariant]:
-    """A unique text column (a name) and its table's single-column primary key: the pairs the
-    source has, which a neighbour's rows named like a source row keep."""
+    """A unique text column (a name), its table's single-column primary key and its references: the
+    rows the source has, whose key and parents a neighbour's row named like one keeps (the model
+    'volvo' is made by volvo)."""
     names = {(i.table, i.column) for i in found if i.kind is InvariantKind.UNIQUE}
     made = []
     for table in schema.tables:
@@ -195,17 +233,47 @@ def _identities(connection: Any, schema: Schema, found: list[Invariant], stats: 
             unique = (table.name, column.name) in names or (column.name,) in table.uniques
             if column.name == key or column.value_class != TEXT or not unique:
                 continue
-            pairs = tuple(tuple(row) for row in connection.execute(
-                f"SELECT {quote(column.name)}, {quote(key)} FROM {quote(table.name)} WHERE {quote(column.name)} IS NOT NULL").fetchall())
-            made.append(Invariant(InvariantKind.IDENTITY, table.name, column.name, table.name, key, pairs))
+            references = tuple(fk.columns[0] for fk in table.foreign_keys if len(fk.columns) == 1 and fk.columns[0] != key)
+            selected = ", ".join(quote(c) for c in (column.name, key, *references))
+            rows = tuple(tuple(row) for row in connection.execute(
+                f"SELECT {selected} FROM {quote(table.name)} WHERE {quote(column.name)} IS NOT NULL").fetchall())
+            made.append(Invariant(InvariantKind.IDENTITY, table.name, column.name, table.name, key, rows, references))
     return made
 
 
-def _unique_by_design(value_class: str, stats: ColumnStats) -> bool:
+def _facts(connection: Any, schema: Schema, found: list[Invariant], stats: dict[str, dict[str, ColumnStats]]) -> list[Invariant]:
+    """A text column that is neither a key nor a category, and a reference of its row that each of
+    its values always comes with in the source: every 'amc hornet sportabout (sw)' in car_names is
+    an 'amc'. A neighbour's row with that text points at that parent, or takes a text of its own."""
+    unique = {(i.table, i.column) for i in found if i.kind is InvariantKind.UNIQUE}
+    made = []
+    for table in schema.tables:
+        if not table.columns or stats[table.name][table.columns[0].name].rows > IDENTITY_ROWS:
+            continue
+        references = [fk.columns[0] for fk in table.foreign_keys if len(fk.columns) == 1]
+        for column in table.columns:
+            column_stats = stats[table.name][column.name]
+            if (column.value_class != TEXT or column_stats.distinct <= CATEGORY_VALUES or (table.name, column.name) in unique
+                    or (column.name,) in table.uniques or column.name in references):
+                continue  # a category goes with many parents; a unique name has its identity
+            for reference in references:
+                pairs = connection.execute(
+                    f"SELECT DISTINCT {quote(column.name)}, {quote(reference)} FROM {quote(table.name)}"
+                    f" WHERE {quote(column.name)} IS NOT NULL").fetchall()
+                parents: dict[Any, set[Any]] = {}
+                for name, parent in pairs:
+                    parents.setdefault(name, set()).add(parent)
+                kept = tuple((name, next(iter(found))) for name, found in parents.items() if len(found) == 1)
+                if len(kept) >= FACT_SHARE * len(parents):  # one 'volkswagen rabbit' filed under two models is noise
+                    made.append(Invariant(InvariantKind.FACT, table.name, column.name, table.name, reference, kept))
+    return made
+
+
+def _unique_by_design(table: str, column: str, value_class: str, stats: ColumnStats) -> bool:
     if stats.non_null < 2 or stats.distinct != stats.non_null:
         return False
-    if value_class == TEXT:
-        return True
+    if value_class == TEXT:  # a name is unique by design; four states of four colleges are chance
+        return _name_like(table, column) or stats.non_null >= TEXT_KEY_ROWS
     if value_class != INT or not isinstance(stats.low, int) or not isinstance(stats.high, int) or stats.non_null < 5:
         return False  # three distinct values say nothing
     n, span = stats.non_null, stats.high - stats.low + 1
@@ -294,6 +362,12 @@ def _words(name: str) -> set[str]:
     if current:
         words.append(current.lower())
     return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words} - {"id"}
+
+
+def _name_like(table: str, column: str) -> bool:
+    """A column that names its rows: `name`, `title`, or the table's own word (`continents.Continent`)."""
+    words = _words(column)
+    return bool(words & {"name", "title"}) or any(w.endswith("name") for w in words) or bool(words & _words(table))
 
 
 def _related(column: str, parent_table: str, parent_column: str) -> bool:

@@ -15,11 +15,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_nl2sql.neighbours.generate import Rows, parent_columns
+from pytest_nl2sql.neighbours.generate import Rows, parent_columns, stored_or_none
 from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind, Observed
 from pytest_nl2sql.neighbours.literals import GoldFacts
 from pytest_nl2sql.neighbours.schema import Schema, Table
 from pytest_nl2sql.neighbours.values import fresh_value
+
+
+CHILDREN_COPIED = 4  # children of the copied row a repeated name gets, per child table
 
 
 def fold(value: Any) -> Any:
@@ -63,16 +66,26 @@ class Keeper:
                 self._participation(invariant, rows)
             elif kind is InvariantKind.IDENTITY and invariant.values:
                 self._identity(table, invariant, rows)
+            elif kind is InvariantKind.FACT and invariant.values:
+                parents = {name: (parent,) for name, parent in invariant.values}
+                name, pointer = table.position(invariant.column), table.position(invariant.other_column)
+                rows[table.name] = [self._own_parents(table, row, [pointer], parents[row[name]], rows, name)
+                                    if row[name] in parents and row[pointer] != parents[row[name]][0] else row
+                                    for row in rows[table.name]]
         return rows
 
     def _identity(self, table: Table, invariant: Invariant, rows: Rows) -> None:
         """A row named like a source row takes that row's key (and its children follow), or, when
         another row holds that key, a name of its own: no neighbour calls Aruba 'ASM'."""
-        keys = dict(invariant.values)
+        keys = {row[0]: row[1] for row in invariant.values}
+        parents = {row[0]: row[2:] for row in invariant.values}
         name, key = table.position(invariant.column), table.position(invariant.other_column)
+        pointers = [table.position(c) for c in invariant.together]
         held = {row[key] for row in rows[table.name]}
         result = []
         for row in rows[table.name]:
+            if row[name] in parents and any(row[p] != v for p, v in zip(pointers, parents[row[name]])):
+                row = self._own_parents(table, row, pointers, parents[row[name]], rows, name)
             wanted = keys.get(row[name], row[key])
             if wanted == row[key]:
                 result.append(row)
@@ -87,6 +100,25 @@ class Keeper:
                 row = row[:key] + (wanted,) + row[key + 1:]
             result.append(row)
         rows[table.name] = result
+
+    def _own_parents(self, table: Table, row: tuple[Any, ...], pointers: list[int], values: tuple[Any, ...],
+                     rows: Rows, position: int) -> tuple[Any, ...]:
+        """The row points at the parents the source row of its name points at, where the neighbour
+        has them; else it takes a name of its own (no model 'volvo' made by gm)."""
+        fixed = list(row)
+        for pointer, value in zip(pointers, values):
+            column = table.columns[pointer].name
+            fk = next(fk for fk in table.foreign_keys if fk.columns == (column,))
+            found = parent_columns(self.schema, fk)
+            present = found is not None and any(r[found[0].position(found[1][0])] == value for r in rows[found[0].name])
+            if present or value is None:
+                fixed[pointer] = value
+            else:
+                self.counter += 1
+                taken = {other[position] for other in rows[table.name]}
+                fixed[position] = fresh_value(table.columns[position], taken, self.counter)
+                return tuple(fixed)
+        return tuple(fixed)
 
     def _repoint(self, parent: Table, column: str, old: Any, new: Any, rows: Rows) -> None:
         """Rows pointing at `parent.column = old` point at `new` instead."""
@@ -161,45 +193,90 @@ class Keeper:
 def violations(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[str, str], list[Any]],
                only: Iterable[Invariant] | None = None) -> list[Invariant]:
     """The invariants of `observed` (or of `only`) that `rows` break."""
-    broken = []
-    for invariant in (observed.invariants if only is None else only):
-        table = schema.table(invariant.table)
-        if table is None or table.column(invariant.column) is None:
-            continue
-        values = [row[table.position(invariant.column)] for row in rows.get(table.name, [])]
-        kind = invariant.kind
-        if kind is InvariantKind.UNIQUE:
-            present = [v for v in values if v is not None]
-            bad = len(set(present)) != len(present)
-        elif kind is InvariantKind.NOT_NULL:
-            bad = None in values
-        elif kind is InvariantKind.ONCE:
-            bad = values.count(invariant.values[0]) > 1
-        elif kind is InvariantKind.SPELLING:
-            texts = {v for v in values if isinstance(v, str)}
-            bad = len({fold(v) for v in texts}) != len(texts)
-        elif kind is InvariantKind.IDENTITY:
-            keys = dict(invariant.values)
-            key = table.position(invariant.other_column)
-            bad = bool(keys) and any(keys.get(row[table.position(invariant.column)], row[key]) != row[key]
-                                     for row in rows.get(table.name, []))
-        elif kind is InvariantKind.CATEGORY:
-            allowed = set(invariant.values) | set(literals.get((table.name, invariant.column), []))
-            bad = any(v is not None and v not in allowed and fold(v) not in {fold(a) for a in allowed} for v in values)
-        else:
-            other = schema.table(invariant.other_table)
-            if other is None or other.column(invariant.other_column) is None:
+    return [i for i in (observed.invariants if only is None else only) if offending(rows, schema, i, literals)]
+
+
+def offending(rows: Rows, schema: Schema, invariant: Invariant, literals: dict[tuple[str, str], list[Any]]) -> set[int]:
+    """The positions of the rows of `invariant.table` that break it (a duplicate after the first,
+    a childless parent, a row whose name points at another parent than the source's ...)."""
+    table = schema.table(invariant.table)
+    if table is None or table.column(invariant.column) is None:
+        return set()
+    mine = rows.get(table.name, [])
+    at = table.position(invariant.column)
+    kind = invariant.kind
+    if kind in (InvariantKind.UNIQUE, InvariantKind.ONCE, InvariantKind.SPELLING):
+        positions = [table.position(c) for c in (invariant.column, *invariant.together)]
+        seen: dict[Any, Any] = {}
+        bad = set()
+        for index, row in enumerate(mine):
+            value = tuple(row[p] for p in positions)
+            if None in value or (kind is InvariantKind.ONCE and value[0] != invariant.values[0]):
                 continue
-            theirs = {row[other.position(invariant.other_column)] for row in rows.get(other.name, [])}
-            bad = any(v is not None and v not in theirs for v in values)
-        if bad:
-            broken.append(invariant)
-    return broken
+            if kind is InvariantKind.SPELLING:
+                if not isinstance(value[0], str):
+                    continue
+                if seen.setdefault(fold(value[0]), value[0]) != value[0]:
+                    bad.add(index)
+            elif value in seen:
+                bad.add(index)
+            else:
+                seen[value] = True
+        return bad
+    if kind is InvariantKind.NOT_NULL:
+        return {i for i, row in enumerate(mine) if row[at] is None}
+    if kind is InvariantKind.IDENTITY:
+        known = {row[0]: row[1:] for row in invariant.values}
+        others = [table.position(c) for c in (invariant.other_column, *invariant.together)]
+        return {i for i, row in enumerate(mine) if row[at] in known and known[row[at]] != tuple(row[p] for p in others)}
+    if kind is InvariantKind.FACT:
+        facts = dict(invariant.values)
+        pointer = table.position(invariant.other_column)
+        return {i for i, row in enumerate(mine) if row[at] in facts and facts[row[at]] != row[pointer]}
+    if kind is InvariantKind.CATEGORY:
+        allowed = set(invariant.values) | set(literals.get((table.name, invariant.column), []))
+        folded = {fold(a) for a in allowed}
+        return {i for i, row in enumerate(mine) if row[at] is not None and row[at] not in allowed and fold(row[at]) not in folded}
+    other = schema.table(invariant.other_table)  # INCLUSION and PARTICIPATION
+    if other is None or other.column(invariant.other_column) is None:
+        return set()
+    theirs = {row[other.position(invariant.other_column)] for row in rows.get(other.name, [])}
+    return {i for i, row in enumerate(mine) if row[at] is not None and row[at] not in theirs}
 
 
-def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Random) -> Rows | None:
+def settle(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[str, str], list[Any]]) -> Rows:
+    """`rows` less every row that still breaks an invariant or a declared constraint after the
+    repair (a parent left childless, a child left without parent, ...), until none does. Rows only
+    go, so it ends; what is left is plausible, if smaller."""
+    rows = {name: list(table_rows) for name, table_rows in rows.items()}
+    declared = [(table, fk, found) for table in schema.tables for fk in table.foreign_keys
+                if (found := parent_columns(schema, fk)) is not None]
+    while True:
+        dropped = False
+        for invariant in observed.invariants:
+            bad = offending(rows, schema, invariant, literals)
+            if bad:
+                rows[invariant.table] = [row for i, row in enumerate(rows[invariant.table]) if i not in bad]
+                dropped = True
+        for table, fk, (parent, referenced) in declared:
+            pointers, keys = [table.position(c) for c in fk.columns], [parent.position(c) for c in referenced]
+            present = {tuple(row[k] for k in keys) for row in rows[parent.name]}
+            as_parent = [parent.columns[k] for k in keys]  # '1' in a TEXT reference is the INTEGER key 1
+            kept = [row for row in rows[table.name]
+                    if None in (value := tuple(row[p] for p in pointers))
+                    or tuple(stored_or_none(v, c, schema.kind) for v, c in zip(value, as_parent)) in present]
+            if len(kept) != len(rows[table.name]):
+                rows[table.name] = kept
+                dropped = True
+        if not dropped:
+            return rows
+
+
+def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Random,
+              literals: dict[tuple[str, str], list[Any]] | None = None) -> Rows | None:
     """`rows` with `invariant` broken once, as a real database might break it; None when these rows
-    give nothing to break it with. `schema` has the invariants folded in (keys to make fresh)."""
+    give nothing to break it with. `schema` has the invariants folded in (keys to make fresh). A
+    name is repeated, or respelled, where it is one of the gold's literals if a row holds one."""
     table = schema.table(invariant.table)
     if table is None or table.column(invariant.column) is None or not rows.get(table.name):
         return None
@@ -212,6 +289,8 @@ def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Rand
         else:
             candidates = [row for row in rows[table.name] if row[position] is not None
                           and (kind is not InvariantKind.SPELLING or isinstance(row[position], str))]
+            named = set((literals or {}).get((table.name, invariant.column), []))
+            candidates = [row for row in candidates if row[position] in named] or candidates
         if not candidates:
             return None
         original = rng.choice(candidates)
@@ -221,6 +300,7 @@ def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Rand
             other = text.swapcase() if text.swapcase() != text else text + " "
             copy = copy[:position] + (other,) + copy[position + 1:]
         rows[table.name].append(copy)
+        _copy_unique_parents(schema, table, original, copy, rows, rng)
         _copy_children(schema, table, original, copy, rows, rng)
         return rows
     if kind is InvariantKind.NOT_NULL:
@@ -244,6 +324,12 @@ def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Rand
     if kind is InvariantKind.PARTICIPATION:
         original = rng.choice(rows[table.name])
         rows[table.name].append(_fresh_keys(table, original, rows[table.name], keep=set(), rng=rng))
+        return rows
+    if kind is InvariantKind.CATEGORY:  # a value the column never holds, in about a third of the rows
+        chosen = set(rng.sample(range(len(rows[table.name])), max(1, len(rows[table.name]) // 3)))
+        other = fresh_value(table.columns[position], set(invariant.values), rng.randint(1, 50))
+        rows[table.name] = [row[:position] + (other,) + row[position + 1:] if i in chosen else row
+                            for i, row in enumerate(rows[table.name])]
         return rows
     return None
 
@@ -277,10 +363,32 @@ def _fresh_keys(table: Table, row: tuple[Any, ...], existing: list[tuple[Any, ..
     return tuple(copy)
 
 
+def _copy_unique_parents(schema: Schema, table: Table, original: tuple[Any, ...], copy: tuple[Any, ...], rows: Rows,
+                         rng: random.Random) -> None:
+    """A parent of its own for the copy where its reference is unique (one party per region): a
+    copy of the original's parent, keyed as the copy's fresh reference, or the copy would have to
+    share a parent it may not share."""
+    singles = {key[0] for key in table.uniques if len(key) == 1}
+    for fk in table.foreign_keys:
+        found = parent_columns(schema, fk)
+        if found is None or len(fk.columns) != 1 or fk.columns[0] not in singles or found[0] is table:
+            continue
+        parent, (referenced,) = found
+        pointer, key = table.position(fk.columns[0]), parent.position(referenced)
+        if copy[pointer] == original[pointer] or copy[pointer] is None:
+            continue
+        theirs = [row for row in rows[parent.name] if row[key] == original[pointer]]
+        if not theirs:
+            continue
+        made = list(_fresh_keys(parent, theirs[0], rows[parent.name], keep=set(), rng=rng))
+        made[key] = copy[pointer]
+        rows[parent.name].append(tuple(made))
+
+
 def _copy_children(schema: Schema, parent: Table, original: tuple[Any, ...], copy: tuple[Any, ...], rows: Rows,
                    rng: random.Random) -> None:
-    """One child row of `original` in each child table, pointed at `copy` (a second entity of the
-    same name has children of its own, or grouping by name and by key would not differ)."""
+    """The children of `original` (a few) in each child table, copied and pointed at `copy` (a second
+    entity of the same name has children of its own, or grouping by name and by key would not differ)."""
     for child in schema.tables:
         if child is parent:
             continue
@@ -293,9 +401,13 @@ def _copy_children(schema: Schema, parent: Table, original: tuple[Any, ...], cop
             if tuple(copy[p] for p in referenced) == tuple(original[p] for p in referenced):
                 continue  # the children point at the shared name already
             mine = [row for row in rows[child.name] if tuple(row[p] for p in pointers) == tuple(original[p] for p in referenced)]
-            if not mine:
-                continue
-            template = list(rng.choice(mine))
-            for pointer, position in zip(pointers, referenced):
-                template[pointer] = copy[position]
-            rows[child.name].append(_fresh_keys(child, tuple(template), rows[child.name], keep=set(fk.columns), rng=rng))
+            others = [(child.position(o.columns[0]), sorted({r[child.position(o.columns[0])] for r in rows[child.name]}, key=repr))
+                      for o in child.foreign_keys if o is not fk and len(o.columns) == 1]
+            for template in mine[:CHILDREN_COPIED]:  # as many children: the two namesakes' groups weigh alike
+                moved = list(template)
+                for pointer, position in zip(pointers, referenced):
+                    moved[pointer] = copy[position]
+                for position, values in others:  # the namesake's children point elsewhere: its facts are its own
+                    if values:
+                        moved[position] = rng.choice(values)
+                rows[child.name].append(_fresh_keys(child, tuple(moved), rows[child.name], keep=set(fk.columns), rng=rng))
