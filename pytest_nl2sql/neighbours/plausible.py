@@ -21,7 +21,6 @@ from pytest_nl2sql.neighbours.literals import GoldFacts
 from pytest_nl2sql.neighbours.schema import Schema, Table
 from pytest_nl2sql.neighbours.values import fresh_value
 
-
 CHILDREN_COPIED = 4  # children of the copied row a repeated name gets, per child table
 
 
@@ -136,12 +135,19 @@ class Keeper:
         spelled = {fold(v): v for v in reversed(allowed)}
         one_spelling = self.observed.has(InvariantKind.SPELLING, table.name, invariant.column)
         position = table.position(invariant.column)
+        used = {value: 0 for value in invariant.values}
+        for row in rows:
+            if row[position] in used:
+                used[row[position]] += 1
+        mapped: dict[Any, Any] = {}  # one value outside the category becomes one inside: its rows stay one group
         result = []
         for row in rows:
             value = row[position]
             if value is not None and value not in allowed and (one_spelling or fold(value) not in spelled):
-                choice = spelled.get(fold(value)) or self.rng.choice(invariant.values)
-                row = row[:position] + (choice,) + row[position + 1:]
+                if value not in mapped:
+                    mapped[value] = spelled.get(fold(value)) or min(used, key=lambda v: (used[v], invariant.values.index(v)))
+                    used[mapped[value]] = used.get(mapped[value], 0) + 1
+                row = row[:position] + (mapped[value],) + row[position + 1:]
             result.append(row)
         return result
 
@@ -276,7 +282,8 @@ def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Rand
               literals: dict[tuple[str, str], list[Any]] | None = None) -> Rows | None:
     """`rows` with `invariant` broken once, as a real database might break it; None when these rows
     give nothing to break it with. `schema` has the invariants folded in (keys to make fresh). A
-    name is repeated, or respelled, where it is one of the gold's literals if a row holds one."""
+    name is repeated, or respelled, where it is one of the gold's literals if a row holds one, and
+    of those the row with the most children (the namesake of the busiest entity moves counts most)."""
     table = schema.table(invariant.table)
     if table is None or table.column(invariant.column) is None or not rows.get(table.name):
         return None
@@ -293,8 +300,9 @@ def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Rand
             candidates = [row for row in candidates if row[position] in named] or candidates
         if not candidates:
             return None
-        original = rng.choice(candidates)
-        copy = _fresh_keys(table, original, rows[table.name], keep={invariant.column}, rng=rng)
+        busiest = max(_children_of(schema, table, row, rows) for row in candidates)
+        original = rng.choice([row for row in candidates if _children_of(schema, table, row, rows) == busiest])
+        copy = _fresh_keys(table, original, rows[table.name], keep={invariant.column, *invariant.together}, rng=rng)
         if kind is InvariantKind.SPELLING:
             text = original[position]
             other = text.swapcase() if text.swapcase() != text else text + " "
@@ -363,6 +371,20 @@ def _fresh_keys(table: Table, row: tuple[Any, ...], existing: list[tuple[Any, ..
     return tuple(copy)
 
 
+def _children_of(schema: Schema, table: Table, row: tuple[Any, ...], rows: Rows) -> int:
+    """How many rows point at `row` (over the declared and folded-in foreign keys)."""
+    count = 0
+    for child in schema.tables:
+        for fk in child.foreign_keys:
+            found = parent_columns(schema, fk)
+            if found is None or found[0] is not table:
+                continue
+            key = tuple(row[table.position(c)] for c in found[1])
+            pointers = [child.position(c) for c in fk.columns]
+            count += sum(1 for other in rows.get(child.name, []) if tuple(other[p] for p in pointers) == key)
+    return count
+
+
 def _copy_unique_parents(schema: Schema, table: Table, original: tuple[Any, ...], copy: tuple[Any, ...], rows: Rows,
                          rng: random.Random) -> None:
     """A parent of its own for the copy where its reference is unique (one party per region): a
@@ -407,7 +429,7 @@ def _copy_children(schema: Schema, parent: Table, original: tuple[Any, ...], cop
                 moved = list(template)
                 for pointer, position in zip(pointers, referenced):
                     moved[pointer] = copy[position]
-                for position, values in others:  # the namesake's children point elsewhere: its facts are its own
-                    if values:
+                for position, values in others:  # the namesake's children point elsewhere, half the time: its facts are its own
+                    if values and rng.random() < 0.5:
                         moved[position] = rng.choice(values)
                 rows[child.name].append(_fresh_keys(child, tuple(moved), rows[child.name], keep=set(fk.columns), rng=rng))

@@ -1,0 +1,252 @@
+"""Plausible neighbours: the invariants a database shows are learned, every plausible neighbour
+keeps them, a stress neighbour breaks exactly one, and differences a careful reader would not
+hold against a prediction (stress data, what the gold never showed its author) make it fragile
+rather than wrong."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_nl2sql.cases.read import Case
+from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
+from pytest_nl2sql.neighbours import neighbours_for
+from pytest_nl2sql.neighbours.build import build_neighbours
+from pytest_nl2sql.neighbours.invariants import InvariantKind, Observed, learn
+from pytest_nl2sql.neighbours.plausible import Keeper, offending, settle, violations
+from pytest_nl2sql.neighbours.schema import open_source
+from pytest_nl2sql.vocab import Verdict
+
+LABEL = CaseLabel("plausible.yml::case", "plausible.yml")
+
+
+def _world(path: Path) -> Path:
+    """What Spider's databases show without declaring it: names unique, every country on a
+    continent that exists (no foreign key declared), every continent with a country, a category
+    spelled one way, a name with its code, a link table holding no row twice."""
+    with sqlite3.connect(path) as connection:
+        connection.executescript("""
+            CREATE TABLE continent(id INTEGER PRIMARY KEY, name TEXT);
+            CREATE TABLE country(code TEXT PRIMARY KEY, name TEXT, continent INTEGER, kind TEXT, population INTEGER);
+            CREATE TABLE city(id INTEGER PRIMARY KEY, name TEXT, country TEXT REFERENCES country(code));
+            CREATE TABLE visit(city_id INTEGER REFERENCES city(id), year INTEGER);
+            INSERT INTO continent VALUES (1, 'Europe'), (2, 'Asia'), (3, 'Africa');
+            INSERT INTO country VALUES ('FRA', 'France', 1, 'Republic', 65), ('DEU', 'Germany', 1, 'Republic', 83),
+                ('JPN', 'Japan', 2, 'Monarchy', 125), ('KEN', 'Kenya', 3, 'Republic', 54), ('ABW', 'Aruba', 1, 'Territory', 1),
+                ('ESP', 'Spain', 1, 'Monarchy', 47);
+            INSERT INTO city VALUES (1, 'Paris', 'FRA'), (2, 'Lyon', 'FRA'), (3, 'Berlin', 'DEU'), (4, 'Tokyo', 'JPN'),
+                (5, 'Nairobi', 'KEN'), (6, 'Madrid', 'ESP');
+            INSERT INTO visit VALUES (1, 2001), (1, 2002), (3, 2001), (4, 2003), (6, 2003);
+        """)
+    connection.close()
+    return path
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Path:
+    return _world(tmp_path / "world.sqlite")
+
+
+def _learned(path: Path) -> set[tuple[str, str, str, str]]:
+    reader = open_source(path, "sqlite")
+    try:
+        return {(i.kind.value, i.table, i.column, i.other_table) for i in learn(reader, reader.schema())}
+    finally:
+        reader.close()
+
+
+def test_the_invariants_a_database_shows_are_learned(world: Path) -> None:
+    found = _learned(world)
+    assert ("unique", "country", "name", "") in found  # a name, distinct in every row
+    assert ("unique", "country", "population", "") not in found  # six distinct numbers are chance, not a key
+    assert ("not null", "country", "continent", "") in found
+    assert ("inclusion", "country", "continent", "continent") in found  # no foreign key declared; the data obeys one
+    assert ("participation", "continent", "id", "country") in found  # every continent has a country
+    assert ("category", "country", "kind", "") in found
+    assert ("spelling", "country", "name", "") in found
+    assert ("identity", "country", "name", "country") in found  # Aruba is ABW
+    assert ("unique", "visit", "city_id", "") in found  # the whole row of a keyless table: (city_id, year) together
+
+
+def test_a_literal_that_names_one_row_is_kept_to_one(tmp_path: Path) -> None:
+    path = tmp_path / "school.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.executescript("""
+            CREATE TABLE student(id INTEGER PRIMARY KEY, name TEXT, grade INTEGER);
+            INSERT INTO student VALUES (1, 'Kyle', 9), (2, 'Jordan', 10), (3, 'Jordan', 11), (4, 'Ann', 9);
+        """)
+    connection.close()
+    found = neighbours_for(path, ["SELECT grade FROM student WHERE name = 'Kyle'"], 3, cache_dir=tmp_path / "cache")
+    once = [i for i in found[0].invariants if i.kind is InvariantKind.ONCE]
+    assert [(i.column, i.values) for i in once] == [("name", ("Kyle",))]
+    for neighbour in found:
+        kyles = sqlite3.connect(neighbour.path).execute("SELECT count(*) FROM student WHERE name = 'Kyle'").fetchone()[0]
+        assert kyles <= 1 if neighbour.plausible else True
+    assert any(n.breaks is not None and n.breaks.kind is InvariantKind.ONCE for n in found)
+
+
+@pytest.mark.parametrize("gold", [
+    "SELECT c.name, count(*) FROM country AS c JOIN city AS t ON t.country = c.code GROUP BY c.name",
+    "SELECT name FROM country WHERE population >= 60 AND kind = 'Republic'",
+    "SELECT k.name FROM continent AS k JOIN country AS c ON c.continent = k.id WHERE c.name = 'Aruba'",
+    "SELECT t.name FROM city AS t JOIN visit AS v ON v.city_id = t.id WHERE v.year > 2001",
+])
+def test_every_plausible_neighbour_keeps_every_invariant_and_a_stress_one_breaks_exactly_one(world: Path, tmp_path: Path, gold: str) -> None:
+    built = build_neighbours(world, [gold], 3, dialect="sqlite", kind="sqlite", seed=b"test")
+    reader = open_source(world, "sqlite")
+    declared = reader.schema()
+    reader.close()
+    observed = built.observed
+    assert [b for b in built.neighbours if b.breaks is None]
+    for neighbour in built.neighbours:
+        broken = set(violations(neighbour.rows, observed.schema_with(declared), observed, {}))
+        if neighbour.breaks is None:
+            assert not broken, neighbour.note
+        else:  # the one it breaks (a repeated name is no longer one name's identity)
+            assert broken - set(observed.invariants) == set() and neighbour.breaks in broken
+            assert broken - set(observed.invariants) - set(Observed(tuple(broken)).without(neighbour.breaks).invariants) == set()
+            assert set(Observed(tuple(broken)).without(neighbour.breaks).invariants) == set(), neighbour.note
+
+
+def test_no_plausible_neighbour_renames_a_code_or_moves_a_country(world: Path, tmp_path: Path) -> None:
+    found = neighbours_for(world, ["SELECT c.name FROM country AS c WHERE c.name = 'Aruba'"], 3, cache_dir=tmp_path / "cache")
+    for neighbour in (n for n in found if n.plausible):
+        rows = sqlite3.connect(neighbour.path).execute("SELECT code, continent FROM country WHERE name = 'Aruba'").fetchall()
+        assert all(row == ("ABW", 1) for row in rows)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(["FRA", "DEU", "JPN", "XXX", None]), st.sampled_from(["Paris", "Lyon", "Oslo", None])),
+                max_size=12), st.integers(0, 2**32))
+def test_settle_leaves_no_row_that_breaks_an_invariant(world: Path, cities: list[tuple[str | None, str | None]], seed: int) -> None:
+    """Whatever rows a repair leaves, settling keeps only rows that break nothing."""
+    reader = open_source(world, "sqlite")
+    declared = reader.schema()
+    observed = Observed(learn(reader, declared))
+    reader.close()
+    schema = observed.schema_with(declared)
+    rows = {"continent": [(1, "Europe"), (2, "Asia")], "country": [("FRA", "France", 1, "Republic", 65), ("JPN", "Japan", 2, "Monarchy", 125)],
+            "city": [(i + 10, name, code) for i, (code, name) in enumerate(cities)], "visit": [(10, 2001), (10, 2001)]}
+    rows = Keeper(schema, observed, {}, random.Random(seed)).keep(rows)
+    settled = settle(rows, schema, observed, {})
+    assert all(not offending(settled, schema, invariant, {}) for invariant in observed.invariants)
+    assert all(set(settled[t]) <= set(rows[t]) for t in rows)  # rows only go
+
+
+def _case(path: Path, gold: str, predicted: str) -> Case:
+    return Case(id="case", file=path.parent / "plausible.yml", line=1, position=0, database=path.name,
+                database_target=str(path), gold=(gold,), predicted=predicted)
+
+
+def test_grouping_by_a_unique_name_instead_of_its_key_is_fragile_not_wrong(world: Path, tmp_path: Path) -> None:
+    """The issue's first class: `GROUP BY name` for `GROUP BY code` where names are unique."""
+    case = _case(world, "SELECT c.name, count(*) FROM country AS c JOIN city AS t ON t.country = c.code GROUP BY c.code",
+                 "SELECT c.name, count(*) FROM country AS c JOIN city AS t ON t.country = c.code GROUP BY c.name")
+    result = Pipeline(RunOptions(cache_dir=tmp_path / "cache")).evaluate(case, LABEL).result
+    assert result.verdict is Verdict.PASS
+    assert result.neighbours["failed"] == 0 and result.neighbours["fragile"] >= 1
+    assert result.neighbours["counterexample"]["breaks"] == "two rows of country share name"
+
+
+def test_a_gold_that_cuts_a_tie_inside_a_subquery_does_not_fail_the_prediction(tmp_path: Path) -> None:
+    """'the stadium with the highest capacity': the gold's `LIMIT 1` picks one of two stadiums at
+    the top capacity, the prediction counts both: fragile (the gold's answer is the database's pick)."""
+    path = tmp_path / "concerts.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.executescript("""
+            CREATE TABLE stadium(id INTEGER PRIMARY KEY, name TEXT, capacity INTEGER);
+            CREATE TABLE concert(id INTEGER PRIMARY KEY, stadium_id INTEGER REFERENCES stadium(id));
+            INSERT INTO stadium VALUES (1, 'Glebe', 4000), (2, 'Hampden', 52000), (3, 'Balmoor', 2000), (4, 'Ibrox', 51000),
+                (5, 'Tynecastle', 20000), (6, 'Pittodrie', 22000);
+            INSERT INTO concert VALUES (1, 2), (2, 2), (3, 1), (4, 4), (5, 3), (6, 6);
+        """)
+    connection.close()
+    case = _case(path, "SELECT count(*) FROM concert WHERE stadium_id = (SELECT id FROM stadium ORDER BY capacity DESC LIMIT 1)",
+                 "SELECT count(*) FROM concert AS c JOIN stadium AS s ON c.stadium_id = s.id WHERE s.capacity = (SELECT max(capacity) FROM stadium)")
+    result = Pipeline(RunOptions(cache_dir=tmp_path / "cache")).evaluate(case, LABEL).result
+    assert result.verdict is Verdict.PASS
+    assert result.neighbours["failed"] == 0
+
+
+def test_a_wrong_prediction_still_fails_on_a_plausible_neighbour_with_a_short_counterexample(world: Path, tmp_path: Path) -> None:
+    case = _case(world, "SELECT name FROM country WHERE population >= 60", "SELECT name FROM country WHERE population > 60")
+    pipeline = Pipeline(RunOptions(cache_dir=tmp_path / "cache"))
+    first = pipeline.evaluate(case, LABEL)
+    assert first.result.verdict is Verdict.MISMATCH and first.result.reason == "neighbour database"
+    shown = first.result.neighbours["counterexample"]
+    assert shown["breaks"] is None
+    assert sum(len(t["rows"]) for t in shown["tables"].values()) <= 3
+    assert "every row" not in (first.explanation or "") and "... and" not in (first.explanation or "")
+    remembered = list((tmp_path / "cache").rglob("shrunk/*.json"))
+    assert remembered  # the rows kept, for the next run
+    again = Pipeline(RunOptions(cache_dir=tmp_path / "cache")).evaluate(case, LABEL).result
+    assert again.neighbours["counterexample"] == shown
+
+
+def _outcomes(own: list[tuple], here: list[tuple], predicted: list[tuple], ordered: bool = False) -> tuple:
+    from pytest_nl2sql.engines.base import QueryResult
+    from pytest_nl2sql.judge.execute import GoldOutcome, Judgement
+
+    columns = tuple(f"c{i}" for i in range(len((own or here or predicted or [(None,)])[0])))
+    gold = lambda rows: GoldOutcome((QueryResult(columns, rows),), ("gold",), ordered)  # noqa: E731
+    return gold(own), gold(here), Judgement(Verdict.MISMATCH, result=QueryResult(columns, predicted))
+
+
+@pytest.mark.parametrize(("own", "here", "predicted", "fragile"), [
+    # the gold repeats a name through a join here, never on its own database; the prediction lists it once
+    ([("ann",), ("bob",)], [("ann",), ("ann",), ("bob",)], [("ann",), ("bob",)], True),
+    # the prediction adds repeats the gold never returns (a dropped DISTINCT): a failure
+    ([("ann",), ("bob",)], [("ann",), ("bob",)], [("ann",), ("ann",), ("bob",)], False),
+    # the gold returns a NULL row here, never on its own database; the rest agrees
+    ([("ann", 3)], [("ann", 3), (None, 1)], [("ann", 3)], True),
+    # the gold's own result holds NULLs: a difference in them counts
+    ([("ann", None)], [("ann", 3), (None, 1)], [("ann", 3)], False),
+    # a group counted zero, which the gold never shows, is the only difference
+    ([("ann", 2)], [("ann", 2)], [("ann", 2), ("bob", 0)], True),
+    # a wrong value is a failure whatever the gold showed
+    ([("ann", 2)], [("ann", 2)], [("ann", 3)], False),
+])
+def test_a_difference_in_what_the_gold_never_showed_is_fragile(own: list, here: list, predicted: list, fragile: bool) -> None:
+    from pytest_nl2sql.judge.on_neighbours import JudgingRules, unseen_by_gold
+
+    own_gold, gold, judgement = _outcomes(own, here, predicted)
+    why = unseen_by_gold(own_gold, gold, judgement, JudgingRules(("gold",), "sqlite", "auto"))
+    assert (why is not None) is fragile
+    if why:
+        assert "which the gold never returns on the case's database" in why
+
+
+def test_a_gold_except_over_names_that_two_students_share_is_the_fragile_query(tmp_path: Path) -> None:
+    """Two students called Jordan, one with a friend: the gold's EXCEPT over names drops both, a
+    prediction over ids keeps the friendless one. The difference is the gold's, where the differing
+    name is shared; not where it is not."""
+    from pytest_nl2sql.engines.base import Limits
+    from pytest_nl2sql.engines.sqlite import SqliteEngine
+    from pytest_nl2sql.judge.fragile_gold import why_gold_is_fragile
+
+    path = tmp_path / "school.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.executescript("""
+            CREATE TABLE student(id INTEGER PRIMARY KEY, name TEXT);
+            CREATE TABLE friend(student_id INTEGER REFERENCES student(id), friend_id INTEGER REFERENCES student(id));
+            INSERT INTO student VALUES (1, 'Jordan'), (2, 'Jordan'), (3, 'Ann'), (4, 'Dee');
+            INSERT INTO friend VALUES (1, 3), (3, 1);
+        """)
+    connection.close()
+    gold = "SELECT name FROM student EXCEPT SELECT s.name FROM friend AS f JOIN student AS s ON f.student_id = s.id"
+    keys = frozenset({("student", "id"), ("friend", "student_id"), ("friend", "friend_id")})
+    engine = SqliteEngine(path, immutable=True)
+    try:
+        assert "EXCEPT" in (why_gold_is_fragile([gold], "sqlite", engine, Limits(), keys, ["Jordan"]) or "")
+        assert why_gold_is_fragile([gold], "sqlite", engine, Limits(), keys, ["Dee"]) is None
+        by_id = "SELECT id FROM student EXCEPT SELECT f.student_id FROM friend AS f"
+        assert why_gold_is_fragile([by_id], "sqlite", engine, Limits(), keys, ["Jordan"]) is None  # ids are keys
+        tie = "SELECT name FROM student WHERE id = (SELECT student_id FROM friend ORDER BY friend_id > 0 DESC LIMIT 1)"
+        assert "tie" in (why_gold_is_fragile([tie], "sqlite", engine, Limits(), keys, []) or "")
+    finally:
+        engine.close()
