@@ -131,15 +131,17 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
             repairer = Repairer(schema, rng, Keeper(schema, observed, literals, rng).keep)
             try:
                 builder = CandidateBuilder(schema, reader, facts, rng, flavour)
-                rows = settle(repairer.repair(builder.build()), schema, observed, literals)
-                connection, rows = create_database(schema, rows, ":memory:", repairer)
+                settled = settle(repairer.repair(builder.build()), schema, observed, literals)
+                connection, rows = create_database(schema, settled, ":memory:", repairer)
+                refused = rows != settled
                 if computed:
                     connection, rows = _at_computed(connection, rows, computed, builder, repairer, kind)
+                    refused = True  # rows were added and repaired again: check them
             except errors:
                 continue
             try:
-                if violations(rows, schema, observed, literals):
-                    continue  # the repair could not keep every invariant: not a plausible database
+                if refused and violations(rows, schema, observed, literals):
+                    continue  # the database refused rows, and what is left breaks an invariant
                 outcomes = [run_query(connection, sql, kind) for sql in engine_golds]  # type: ignore[arg-type]
                 gold = outcomes[0]
                 if gold is None or None in outcomes:

@@ -613,6 +613,18 @@ class Repairer:
 
     def repair(self, rows: Rows) -> Rows:
         rows = {name: list(table_rows) for name, table_rows in rows.items()}
+        for _ in range(3):
+            rows = self._declared(rows)
+            if self.keep is None:
+                return rows
+            kept = self.keep(rows)
+            if kept == rows:
+                return rows
+            rows = kept
+        return self._declared(rows)
+
+    def _declared(self, rows: Rows) -> Rows:
+        """The declared constraints (and those folded into the schema), until nothing changes."""
         for _ in range(6):
             changed = False
             for table in self.order:
@@ -623,12 +635,8 @@ class Repairer:
                 if after != before:
                     changed = True
                 rows[table.name] = after
-            if self.keep is not None:
-                kept = self.keep(rows)
-                changed = changed or kept != rows
-                rows = kept
             if not changed:
-                return rows
+                break
         return rows
 
     def _not_null(self, table: Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

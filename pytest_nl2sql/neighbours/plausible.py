@@ -257,14 +257,19 @@ def settle(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[
     rows = {name: list(table_rows) for name, table_rows in rows.items()}
     declared = [(table, fk, found) for table in schema.tables for fk in table.foreign_keys
                 if (found := parent_columns(schema, fk)) is not None]
+    changed: set[str] | None = None  # the tables that lost rows in the last pass (None: check everything)
     while True:
-        dropped = False
+        dropped: set[str] = set()
         for invariant in observed.invariants:
+            if changed is not None and invariant.table not in changed and invariant.other_table not in changed:
+                continue  # what it reads did not change: it holds as it did
             bad = offending(rows, schema, invariant, literals)
             if bad:
                 rows[invariant.table] = [row for i, row in enumerate(rows[invariant.table]) if i not in bad]
-                dropped = True
+                dropped.add(invariant.table)
         for table, fk, (parent, referenced) in declared:
+            if changed is not None and parent.name not in changed and table.name not in changed:
+                continue
             pointers, keys = [table.position(c) for c in fk.columns], [parent.position(c) for c in referenced]
             present = {tuple(row[k] for k in keys) for row in rows[parent.name]}
             as_parent = [parent.columns[k] for k in keys]  # '1' in a TEXT reference is the INTEGER key 1
@@ -273,9 +278,10 @@ def settle(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[
                     or tuple(stored_or_none(v, c, schema.kind) for v, c in zip(value, as_parent)) in present]
             if len(kept) != len(rows[table.name]):
                 rows[table.name] = kept
-                dropped = True
+                dropped.add(table.name)
         if not dropped:
             return rows
+        changed = dropped
 
 
 def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Random,

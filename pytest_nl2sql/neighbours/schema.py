@@ -47,19 +47,22 @@ class Table:
     create_sql: str
     has_rowid: bool
 
+    @functools.cached_property
+    def _positions(self) -> dict[str, int]:  # the first column of each lower-case name (generation asks often)
+        found: dict[str, int] = {}
+        for index, column in enumerate(self.columns):
+            found.setdefault(column.name.lower(), index)
+        return found
+
     def column(self, name: str) -> Column | None:
-        lowered = name.lower()
-        for column in self.columns:
-            if column.name.lower() == lowered:
-                return column
-        return None
+        index = self._positions.get(name.lower())
+        return None if index is None else self.columns[index]
 
     def position(self, name: str) -> int:
-        lowered = name.lower()
-        for index, column in enumerate(self.columns):
-            if column.name.lower() == lowered:
-                return index
-        raise KeyError(name)
+        index = self._positions.get(name.lower())
+        if index is None:
+            raise KeyError(name)
+        return index
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,15 @@ class Schema:
     tables: tuple[Table, ...]  # in creation order
     extra_sql: tuple[str, ...]  # unique indexes and views, created after the tables are filled
 
-    def table(self, name: str) -> Table | None:
-        lowered = name.lower()
+    @functools.cached_property
+    def _by_name(self) -> dict[str, Table]:
+        found: dict[str, Table] = {}
         for table in self.tables:
-            if table.name.lower() == lowered:
-                return table
-        return None
+            found.setdefault(table.name.lower(), table)
+        return found
+
+    def table(self, name: str) -> Table | None:
+        return self._by_name.get(name.lower())
 
 
 class SchemaUnsupported(Exception):
