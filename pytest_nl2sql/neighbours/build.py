@@ -226,4 +226,9 @@ def _stress(plausible: list[Built], declared: Schema, observed: Observed, litera
             connection.close()
         scored.append(Scored(number, len(gold.rows), killed))  # on equal kills `choose` takes the first in rank order
         made[number] = Built(schema, rows, f"stress: {invariant.words()}", invariant)
-    return [made[s.index] for s in choose(scored, count)]
+    # a name the gold compares with a literal, repeated, comes first: 'Kyle' twice, two customers
+    # called Gruber (first and last name both unique: a dropped conjunct shows only there)
+    named = [s for s in scored if wanted[s.index].kind in (InvariantKind.ONCE, InvariantKind.UNIQUE)
+             and (wanted[s.index].table.lower(), wanted[s.index].column.lower()) in hinted][:count]
+    rest = choose([s for s in scored if s not in named], count - len(named))
+    return [made[s.index] for s in sorted(named + rest, key=lambda s: s.index)]

@@ -18,8 +18,8 @@ from typing import Any
 from pytest_nl2sql.neighbours.generate import Rows, parent_columns, stored_or_none
 from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind, Observed
 from pytest_nl2sql.neighbours.literals import GoldFacts
-from pytest_nl2sql.neighbours.schema import Schema, Table
-from pytest_nl2sql.neighbours.values import fresh_value
+from pytest_nl2sql.neighbours.schema import DATE, INT, REAL, TIMESTAMP, Schema, Table
+from pytest_nl2sql.neighbours.values import fresh_value, values_near
 
 CHILDREN_COPIED = 4  # children of the copied row a repeated name gets, per child table
 
@@ -377,6 +377,21 @@ def _fresh_keys(table: Table, row: tuple[Any, ...], existing: list[tuple[Any, ..
     return tuple(copy)
 
 
+def _varied(table: Table, row: list[Any], fixed: set[int], kind: str, rng: random.Random) -> list[Any]:
+    """A namesake's child is not its original's copy: numbers and dates move a step (an invoice of
+    another day, another amount), references and texts stay."""
+    for position, column in enumerate(table.columns):
+        value = row[position]
+        if position in fixed or value is None or isinstance(value, bool) or rng.random() < 0.5:
+            continue
+        if column.value_class in (INT, REAL) and isinstance(value, (int, float)):
+            row[position] = stored_or_none(value + rng.choice((1, 2)), column, kind)
+        elif column.value_class in (DATE, TIMESTAMP) and isinstance(value, str):
+            later = values_near(value, column.value_class)
+            row[position] = later[-1] if later else value
+    return row
+
+
 def _children_of(schema: Schema, table: Table, row: tuple[Any, ...], rows: Rows) -> int:
     """How many rows point at `row` (over the declared and folded-in foreign keys)."""
     count = 0
@@ -438,4 +453,5 @@ def _copy_children(schema: Schema, parent: Table, original: tuple[Any, ...], cop
                 for position, values in others:  # the namesake's children point elsewhere, half the time: its facts are its own
                     if values and rng.random() < 0.5:
                         moved[position] = rng.choice(values)
+                moved = _varied(child, moved, {p for p, _ in others} | set(pointers), schema.kind, rng)
                 rows[child.name].append(_fresh_keys(child, tuple(moved), rows[child.name], keep=set(fk.columns), rng=rng))
