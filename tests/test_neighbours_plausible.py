@@ -250,3 +250,22 @@ def test_a_gold_except_over_names_that_two_students_share_is_the_fragile_query(t
         assert "tie" in (why_gold_is_fragile([tie], "sqlite", engine, Limits(), keys, []) or "")
     finally:
         engine.close()
+
+
+def test_a_prediction_that_matched_everywhere_is_not_run_again(world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_nl2sql.judge import on_neighbours
+
+    case = _case(world, "SELECT name FROM country WHERE population >= 60", "SELECT name FROM country WHERE NOT population < 60")
+    first = Pipeline(RunOptions(cache_dir=tmp_path / "cache")).evaluate(case, LABEL).result
+    assert first.verdict is Verdict.PASS and first.neighbours["checked"] >= 3
+    assert list((tmp_path / "cache").rglob("verdicts/*.json"))
+
+    def runs(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a remembered pass ran on a neighbour again")
+
+    monkeypatch.setattr(on_neighbours, "_judge_on", runs)
+    again = Pipeline(RunOptions(cache_dir=tmp_path / "cache")).evaluate(case, LABEL).result
+    assert again.verdict is Verdict.PASS and again.neighbours == first.neighbours
+    other = _case(world, "SELECT name FROM country WHERE population >= 60", "SELECT name FROM country WHERE population > 60")
+    with pytest.raises(AssertionError, match="ran on a neighbour again"):  # another prediction is judged afresh
+        Pipeline(RunOptions(cache_dir=tmp_path / "cache")).evaluate(other, LABEL)

@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +39,8 @@ from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge
 from pytest_nl2sql.judge.fragile_gold import neighbour_keys, why_gold_is_fragile
 from pytest_nl2sql.vocab import Verdict
 
-SHRINK_BUDGET = 48  # runs of gold + prediction spent shrinking a counterexample (~2 ms each; the rows kept are
-# remembered beside the neighbour, so a warm run replays one run per failure)
+SHRINK_BUDGET = 128  # runs of gold + prediction spent shrinking a counterexample (~2 ms each; most stop early, at
+# a set from which no single row can go; the rows kept are remembered beside the neighbour, so a warm run replays one)
 FOLDER_SUFFIXES = {EngineKind.SQLITE: (".sqlite", ".sqlite3", ".db"), EngineKind.DUCKDB: (".duckdb",)}
 
 
@@ -136,7 +137,15 @@ def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRule
     """Judge `predicted` on every database of `databases` (plausible ones first); shrink the first
     failure, else the first fragile difference (`shrink`: `pytest_nl2sql.neighbours.shrink_counterexample`,
     for generated neighbours). `own_gold`: the gold on the case's own database, which says what its
-    author could see. Once a plausible database fails, stress databases are not run."""
+    author could see. Once a plausible database fails, stress databases are not run.
+
+    A prediction that matched everywhere is remembered beside generated neighbours (its
+    `verdicts/` folder): the same prediction for the same golds and rules on the same neighbours
+    (files the cache never rewrites) matches again, so a rerun runs nothing there."""
+    remembered = _verdict_path(databases, _rules_key(rules, predicted, limits))
+    recalled = _recall_pass(remembered, len(databases))
+    if recalled is not None:
+        return recalled
     checked = failed = fragile = 0
     first: NeighbourFailure | None = None
     first_fragile: NeighbourFailure | None = None
@@ -162,7 +171,51 @@ def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRule
     shown = first or first_fragile
     if shown is not None:
         shown = counterexample(shown, predicted, rules, limits, open_engine, shrink, own_gold)
-    return NeighbourCheck(checked, failed, shown, len(databases), fragile)
+    result = NeighbourCheck(checked, failed, shown, len(databases), fragile)
+    if shown is None and checked == len(databases):  # every database judged it right: nothing to show, nothing timed out
+        _remember_pass(remembered, checked)
+    return result
+
+
+def _rules_key(rules: JudgingRules, predicted: str, limits: Limits | None = None) -> str:
+    """What a verdict on a given database depends on, hashed: the golds, the prediction, the rules."""
+    material = [rules.golds, predicted, rules.dialect, rules.predicted_dialect, rules.order,
+                sorted(map(str, rules.compare.items())), rules.spider_compat]
+    if limits is not None:
+        material.append([limits.max_rows, limits.max_bytes, limits.max_value_bytes])
+    return hashlib.sha256(json.dumps(material).encode()).hexdigest()
+
+
+def _verdict_path(databases: Sequence[OtherDatabase], key: str) -> Path | None:
+    """Where a pass on these generated neighbours is remembered (None: not generated, or not one folder)."""
+    folders = {database.path.parent for database in databases if database.generated is not None}
+    if len(folders) != 1 or any(database.generated is None for database in databases):
+        return None
+    return folders.pop() / "verdicts" / f"{key[:40]}.json"
+
+
+def _recall_pass(path: Path | None, total: int) -> NeighbourCheck | None:
+    if path is None:
+        return None
+    try:
+        checked = int(json.loads(path.read_text())["checked"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return NeighbourCheck(checked, 0, None, total, 0)
+
+
+def _remember_pass(path: Path | None, checked: int) -> None:
+    """Written under a temporary name and renamed (xdist workers may write the same key); a cache
+    that cannot be written is only a slower rerun."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(exist_ok=True)
+        staging = path.with_name(f".{path.name}.{os.getpid()}")
+        staging.write_text(json.dumps({"checked": checked}))
+        os.replace(staging, path)
+    except OSError:
+        pass
 
 
 def not_the_prediction_s_fault(database: OtherDatabase, own_gold: GoldOutcome, gold: GoldOutcome, judgement: Judgement,
@@ -294,8 +347,7 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
         last.append(outcome)
         return True
 
-    memo = hashlib.sha256(json.dumps([rules.golds, predicted, rules.dialect, rules.predicted_dialect, rules.order,
-                                      sorted(map(str, rules.compare.items())), rules.spider_compat, real]).encode()).hexdigest()
+    memo = hashlib.sha256(f"{_rules_key(rules, predicted)}/{real}".encode()).hexdigest()
     try:
         found = shrink(_as_neighbour(failure.database), differs, tables=tables or None, budget=SHRINK_BUDGET,
                        hints=_differing_values(failure.judgement), memo=memo)
