@@ -18,6 +18,9 @@ Run from the repo root::
   gets all 1034 (the 62 are ``gold_error``, cheap). Its interpreter is ``--official-python``
   (needs ``nltk`` and ``sqlparse``); its ``word_tokenize`` needs NLTK's ``punkt_tab`` data, found
   through ``NLTK_DATA`` (``--nltk-data DIR``) as usual. No official code is in this repository.
+* **ours new-predictions**: ours again, with the neighbour databases generated but the verdicts
+  remembered beside them removed before each run: what a run of another model (or prompt) on the
+  same suite costs. Plain **ours** reruns the same predictions, which a neighbour folder remembers.
 * **floor**: each gold and predicted query of the executable items run once with plain ``sqlite3``
   in this process. No evaluator can be faster than executing the queries.
 
@@ -43,6 +46,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -82,6 +86,7 @@ class Config:
     env: dict[str, str]
     check: object  # callable(Run) -> str, the result line; raises SystemExit when the run failed
     runs: list[Run] = field(default_factory=list)
+    forget: Path | None = None  # a neighbour cache whose remembered verdicts go before each run (new predictions)
 
 
 def _children(pid: int) -> list[int]:
@@ -363,6 +368,9 @@ def main() -> None:
             configs.append(official_config(args.official.resolve(), args.official_python, directory, spider, gold, pred, official_env))
         for label, exe in pythons:
             configs.append(ours_config(label, exe, directory, suite, args.extra, env))
+            fresh = ours_config(f"{label} new-predictions", exe, directory, suite, args.extra, env)
+            fresh.forget = cache  # the neighbours warm, but no prediction judged on them before (another model's run)
+            configs.append(fresh)
             if args.xdist:
                 configs.append(ours_config(f"{label} -n 2", exe, directory, suite, ["-n", "2", *args.extra], env))
             for spec in args.variant:
@@ -391,6 +399,9 @@ def main() -> None:
         results: dict[str, str] = {}
         for round_ in range(args.repeat + 1):  # round 0 is the warm-up
             for config in configs:
+                if config.forget is not None:
+                    for remembered in config.forget.rglob("verdicts"):
+                        shutil.rmtree(remembered, ignore_errors=True)
                 run = measure(config.command, config.cwd, config.env)
                 results[config.label] = config.check(run)  # type: ignore[operator]
                 if round_:

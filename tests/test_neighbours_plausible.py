@@ -269,3 +269,19 @@ def test_a_prediction_that_matched_everywhere_is_not_run_again(world: Path, tmp_
     other = _case(world, "SELECT name FROM country WHERE population >= 60", "SELECT name FROM country WHERE population > 60")
     with pytest.raises(AssertionError, match="ran on a neighbour again"):  # another prediction is judged afresh
         Pipeline(RunOptions(cache_dir=tmp_path / "cache")).evaluate(other, LABEL)
+
+
+def test_the_gold_s_outcome_on_a_neighbour_is_remembered_exactly(world: Path, tmp_path: Path) -> None:
+    """Every value kind SQLite returns comes back as it went in (floats, NaN-free reals, bytes,
+    NULL), with ties and warnings."""
+    from pytest_nl2sql.engines.base import QueryResult
+    from pytest_nl2sql.judge import gold_memo
+    from pytest_nl2sql.judge.execute import GoldOutcome
+    from pytest_nl2sql.judge.ties import TieGroups
+
+    gold = GoldOutcome((QueryResult(("a", "b"), [(1, 0.1 + 0.2), (None, b"\x00\xff"), ("x", 1e308)]),), ("SELECT 1",), True,
+                       (TieGroups((2, 1), (((None, b"\x01"),), ())),), ("a LIMIT cuts a tie",))
+    path = tmp_path / "gold" / "0-key.json"
+    gold_memo.remember(path, gold)
+    assert gold_memo.recall(path) == gold
+    assert gold_memo.recall(tmp_path / "missing.json") is None

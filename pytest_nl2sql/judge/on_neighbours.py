@@ -34,6 +34,7 @@ from sqlglot.tokens import TokenType
 
 from pytest_nl2sql.engines.base import Engine, EngineError, Limits
 from pytest_nl2sql.engines.url import EngineKind
+from pytest_nl2sql.judge import gold_memo
 from pytest_nl2sql.judge.compare import CompareOptions, compare_results
 from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
 from pytest_nl2sql.judge.fragile_gold import neighbour_keys, why_gold_is_fragile
@@ -186,6 +187,15 @@ def _rules_key(rules: JudgingRules, predicted: str, limits: Limits | None = None
     return hashlib.sha256(json.dumps(material).encode()).hexdigest()
 
 
+def _gold_path(database: OtherDatabase, rules: JudgingRules) -> Path | None:
+    """Where the gold's outcome on a generated neighbour is remembered (None for any other database)."""
+    generated = database.generated
+    if generated is None or getattr(generated, "path", None) != database.path:
+        return None
+    key = _rules_key(dataclasses.replace(rules, predicted_dialect=None), "")
+    return database.path.parent / "gold" / f"{database.path.stem}-{key[:40]}.json"
+
+
 def _verdict_path(databases: Sequence[OtherDatabase], key: str) -> Path | None:
     """Where a pass on these generated neighbours is remembered (None: not generated, or not one folder)."""
     folders = {database.path.parent for database in databases if database.generated is not None}
@@ -283,8 +293,12 @@ def _judge_on(predicted: str, database: OtherDatabase, rules: JudgingRules, limi
     except EngineError:
         return None
     try:
-        gold = run_gold(rules.golds, engine, limits, dialect=rules.dialect, order=rules.order,
-                        spider_compat=rules.spider_compat, compare=rules.compare)
+        remembered = _gold_path(database, rules)
+        gold = gold_memo.recall(remembered)
+        if gold is None:
+            gold = run_gold(rules.golds, engine, limits, dialect=rules.dialect, order=rules.order,
+                            spider_compat=rules.spider_compat, compare=rules.compare)
+            gold_memo.remember(remembered, gold)
         judgement = judge(predicted, gold, engine, limits, dialect=rules.predicted_dialect or rules.dialect,
                           compare=rules.compare, spider_compat=rules.spider_compat)
     except (GoldError, EngineError):
