@@ -124,8 +124,9 @@ def test_generated_neighbours_catch_accidental_passes_and_say_so(pytester: pytes
     it passes, marked fragile, and says so."""
     make_shop(pytester.path)
     write_suite(pytester.path, ACCIDENTS, database="shop.sqlite")
-    result = pytester.runpytest("--nl2sql-report=json:report.json")
+    result = pytester.runpytest("--nl2sql-report=json:report.json", "--nl2sql-report=md:report.md")
     result.assert_outcomes(passed=2, failed=1)
+    assert "strict (fragile passes counted as failures): 33.3%; 1 fragile pass(es)" in (pytester.path / "report.md").read_text()
     result.stdout.fnmatch_lines([
         "*nl2sql case boundary*: mismatch (neighbour database)*",
         "*the prediction matches the gold on shop.sqlite, but not on * other database*",

@@ -1,13 +1,16 @@
-"""What a case's own database shows about the data it could hold, declared or not: columns whose
-values are unique, columns never NULL, columns whose every value appears in another table's key
-(an undeclared foreign key), parents that always have a child, the few values of a category column
-and how they are spelled, a literal of the gold that names one row. Plausible neighbours keep every
-invariant; a stress neighbour breaks exactly one (`Invariant.words` says which, for a reader).
+"""What a case's own database shows about the data it could hold, declared or not: columns (and
+column sets) whose values are unique, columns never NULL, columns whose every value appears in
+another table's key (an undeclared foreign key), parents that always have a child, the few values
+of a category column and how they are spelled, a literal of the gold that names one row, a name's
+key and parents (Aruba is ABW; the model 'volvo' is made by volvo), a text that always goes with
+one parent. Plausible neighbours keep every invariant; a stress neighbour breaks exactly one
+(`Invariant.words` says which, for a reader).
 
 A unique column is an invariant only where the uniqueness is unlikely to be chance: names (a text
-column called like `name`, `title` or its table), other text over at least 50 rows, and integers whose range is narrow enough that random values would have collided twice
-over (the birthday bound: n(n-1)/2 / range >= 2). Five distinct ages, or six orders of six of ten
-customers, are not a key.
+column called like `name`, `title` or its table), other text over at least 50 rows, and integers
+whose range is narrow enough that random values would have collided twice over (the birthday
+bound: n(n-1)/2 / range >= 2). Five distinct ages, or six orders of six of ten customers, are not
+a key.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """Keeping and breaking observed invariants (`invariants`) in a neighbour's rows.
 
 `Keeper` repairs the invariants that no schema could declare (a category column's values and
-spelling, a literal that names one row, parents that always have a child); the unique, NOT NULL
-and inclusion invariants are folded into the schema the `Repairer` already enforces. `violations`
-checks all of them (a plausible neighbour has none). `break_one` makes a stress neighbour: rows
-that break exactly one invariant, in the way a real database might (a second row with the same
-name and children of its own, a NULL, a reference to no row, a parent without children).
+spelling, a literal that names one row, parents that always have a child, a name's key and
+parents); the unique, NOT NULL and inclusion invariants are folded into the schema the `Repairer`
+already enforces. `settle` then removes what still breaks one (rows only go, so it ends), and
+`offending` / `violations` check them (a plausible neighbour has none). `break_one` makes a stress
+neighbour: rows that break exactly one invariant, in the way a real database might (a second row
+with the same name and children of its own, NULLs, a reference to no row, a parent without
+children, a second spelling, a value outside a category).
 """
 
 from __future__ import annotations

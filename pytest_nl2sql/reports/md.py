@@ -92,6 +92,9 @@ def _headline(summary: Mapping[str, Any]) -> str:
     notes = []
     if summary.get("neighbours") and summary.get("single_db_accuracy") is not None:
         notes.append(f"on the cases' own databases alone (no neighbour databases): {_percent(summary['single_db_accuracy'])}")
+        if summary.get("strict_accuracy") is not None:
+            notes.append(f"strict (fragile passes counted as failures): {_percent(summary['strict_accuracy'])}; "
+                         f"{summary.get('fragile') or 0} fragile pass(es)")
     if summary.get("engine") not in (None, PER_CASE):
         notes.append(f"every case ran on `{summary['engine']}`")
     if summary.get("gold_warnings"):

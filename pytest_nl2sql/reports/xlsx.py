@@ -469,6 +469,8 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
     out.pair("95% interval, low (Wilson)", low, PERCENT)
     out.pair("95% interval, high (Wilson)", high, PERCENT)
     out.pair("on the cases' own databases alone (no neighbour databases)", summary.get("single_db_accuracy"), PERCENT)
+    out.pair("strict (fragile passes counted as failures)", summary.get("strict_accuracy"), PERCENT)
+    out.pair("fragile passes", summary.get("fragile"))
     out.pair("cases with a nondeterministic gold", summary.get("gold_warnings"))
     out.pair("engine (--nl2sql-dsn)", summary.get("engine"))
     out.pair("exact match", summary.get("exact_match"), PERCENT)
