@@ -285,3 +285,31 @@ def test_the_gold_s_outcome_on_a_neighbour_is_remembered_exactly(world: Path, tm
     gold_memo.remember(path, gold)
     assert gold_memo.recall(path) == gold
     assert gold_memo.recall(tmp_path / "missing.json") is None
+
+
+def test_a_top_one_counterexample_is_shrunk_past_ties(tmp_path: Path) -> None:
+    """A difference that needs group 0 exactly one row ahead of group 1 (a top-1 question's lead):
+    removing any one row breaks it, removing one of each keeps it. Single removals are stuck at
+    all 19 rows; pairs go until at most `READABLE_ROWS` are left."""
+    from pytest_nl2sql.neighbours.generate import Repairer, create_database
+    from pytest_nl2sql.neighbours.shrink import READABLE_ROWS, _Shrinker
+
+    path = tmp_path / "t.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g INTEGER)")
+    connection.close()
+    reader = open_source(path, "sqlite")
+    schema = reader.schema()
+    reader.close()
+    rows = {"t": [(i, 0) for i in range(10)] + [(100 + i, 1) for i in range(9)]}
+
+    def differs(database: Path) -> bool:
+        counts = dict(sqlite3.connect(database).execute("SELECT g, count(*) FROM t GROUP BY g").fetchall())
+        return counts.get(0, 0) == counts.get(1, 0) + 1
+
+    kept = set(_Shrinker(schema, rows, differs, tmp_path, budget=128).shrink())
+    assert len(kept) <= READABLE_ROWS
+    chosen = {"t": [row for i, row in enumerate(rows["t"]) if ("t", i) in kept]}
+    connection, _ = create_database(schema, chosen, tmp_path / "check.sqlite", Repairer(schema, random.Random(0)))
+    connection.close()
+    assert differs(tmp_path / "check.sqlite")
