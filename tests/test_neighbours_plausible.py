@@ -313,3 +313,27 @@ def test_a_top_one_counterexample_is_shrunk_past_ties(tmp_path: Path) -> None:
     connection, _ = create_database(schema, chosen, tmp_path / "check.sqlite", Repairer(schema, random.Random(0)))
     connection.close()
     assert differs(tmp_path / "check.sqlite")
+
+
+def test_a_like_literal_takes_the_data_s_spelling_an_equality_keeps_its_own(tmp_path: Path) -> None:
+    """`LIKE 'korea'` matches 'Korea' whatever case its author typed: the neighbour spells it as
+    the data does. `= 'english'` matches one spelling only: the neighbour keeps the gold's."""
+    from pytest_nl2sql.neighbours.invariants import respelled
+    from pytest_nl2sql.neighbours.literals import read_golds
+
+    path = tmp_path / "docs.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.executescript("""
+            CREATE TABLE paragraph(id INTEGER PRIMARY KEY, text TEXT);
+            INSERT INTO paragraph VALUES (1, 'Korea'), (2, 'Brazil'), (3, 'English');
+        """)
+    connection.close()
+    reader = open_source(path, "sqlite")
+    try:
+        schema = reader.schema()
+        facts = read_golds(["SELECT id FROM paragraph WHERE text LIKE 'korea' OR text = 'english' OR text LIKE '%bra%'"], "sqlite", schema)
+        assert facts is not None
+        values = sorted(str(h.value) for h in respelled(reader, schema, facts).hints)
+    finally:
+        reader.close()
+    assert values == ["%bra%", "Korea", "english"]

@@ -19,7 +19,7 @@ from sqlglot.errors import SqlglotError
 from pytest_nl2sql.judge.order import has_top_level_order_by
 from pytest_nl2sql.neighbours.distill import Scored, choose, differs, run_query
 from pytest_nl2sql.neighbours.generate import FLAVOURS, CandidateBuilder, Repairer, Rows, create_database
-from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind, Observed, learn, observe
+from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind, Observed, learn, observe, respelled
 from pytest_nl2sql.neighbours.literals import GoldFacts, parse_gold, read_golds
 from pytest_nl2sql.neighbours.mutants import mutants
 from pytest_nl2sql.neighbours.plausible import Keeper, break_one, gold_literals, settle, violations
@@ -117,6 +117,7 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
         engine_golds = [_engine_sql(g, dialect, kind) for g in golds]
         if facts is None or first is None or None in engine_golds:
             return Neighbourhood((), Observed(()))
+        facts = respelled(reader, declared, facts)
         observed = observe(reader, declared, facts, learned(reader, declared))
         literals = gold_literals(facts)
         schema = observed.schema_with(declared)

@@ -135,6 +135,24 @@ class Observed:
         return replace(schema, tables=tuple(tables))
 
 
+def respelled(source: Any, schema: Schema, facts: GoldFacts) -> GoldFacts:
+    """`facts` with each `LIKE` literal free of wildcards spelled as the source spells it, where the
+    two differ only in case: `LIKE 'korea'` matches 'Korea' whatever case its author typed, so the
+    literal is no evidence of how the data is spelled (an `=` literal is: it matches one spelling)."""
+    hints = []
+    for hint in facts.hints:
+        table = schema.table(hint.column[0])
+        value = hint.value
+        if hint.op == "like" and table is not None and isinstance(value, str) and "%" not in value and "_" not in value:
+            spelled = source.connection.execute(
+                f"SELECT DISTINCT {quote(hint.column[1])} FROM {quote(table.name)} WHERE lower({quote(hint.column[1])}) = lower(?)"
+                " LIMIT 2", [value]).fetchall()
+            if len(spelled) == 1 and isinstance(spelled[0][0], str):
+                hint = replace(hint, value=spelled[0][0])
+        hints.append(hint)
+    return replace(facts, hints=tuple(hints))
+
+
 def observe(source: Any, schema: Schema, facts: GoldFacts, structural: Sequence[Invariant]) -> Observed:
     """The invariants that matter to a gold with `facts`: the source's structural ones (`learn`,
     once per source) and the gold's literals that name one row of `source` (an open reader)."""
