@@ -206,7 +206,7 @@ def _stress(plausible: list[Built], declared: Schema, observed: Observed, litera
         base = plausible[number % len(plausible)]
         rest = observed.without(invariant)
         schema = rest.schema_with(declared)  # every invariant folded in but the broken one
-        broken = break_one(base.rows, invariant, base.schema, rng, literals)
+        broken = break_one(base.rows, invariant, base.schema, rng, literals, observed)
         if broken is None:
             continue
         repairer = Repairer(schema, rng, Keeper(schema, rest, literals, rng).keep)

@@ -287,7 +287,7 @@ def settle(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[
 
 
 def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Random,
-              literals: dict[tuple[str, str], list[Any]] | None = None) -> Rows | None:
+              literals: dict[tuple[str, str], list[Any]] | None = None, observed: Observed | None = None) -> Rows | None:
     """`rows` with `invariant` broken once, as a real database might break it; None when these rows
     give nothing to break it with. `schema` has the invariants folded in (keys to make fresh). A
     name is repeated, or respelled, where it is one of the gold's literals if a row holds one, and
@@ -311,13 +311,16 @@ def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Rand
         busiest = max(_children_of(schema, table, row, rows) for row in candidates)
         original = rng.choice([row for row in candidates if _children_of(schema, table, row, rows) == busiest])
         copy = _fresh_keys(table, original, rows[table.name], keep={invariant.column, *invariant.together}, rng=rng)
+        if kind is not InvariantKind.SPELLING:
+            copy = _otherwise_unlike(table, copy, {invariant.column, *invariant.together}, rows[table.name], literals or {})
         if kind is InvariantKind.SPELLING:
             text = original[position]
             other = text.swapcase() if text.swapcase() != text else text + " "
             copy = copy[:position] + (other,) + copy[position + 1:]
         rows[table.name].append(copy)
         _copy_unique_parents(schema, table, original, copy, rows, rng)
-        _copy_children(schema, table, original, copy, rows, rng)
+        facts = {(i.table, i.column, i.other_column) for i in (observed.of(InvariantKind.FACT) if observed else ())}
+        _copy_children(schema, table, original, copy, rows, rng, facts)
         return rows
     if kind is InvariantKind.NOT_NULL:
         chosen = set(rng.sample(range(len(rows[table.name])), max(1, len(rows[table.name]) // 3)))
@@ -379,6 +382,23 @@ def _fresh_keys(table: Table, row: tuple[Any, ...], existing: list[tuple[Any, ..
     return tuple(copy)
 
 
+def _otherwise_unlike(table: Table, row: tuple[Any, ...], kept: set[str], rows: list[tuple[Any, ...]],
+                      literals: dict[tuple[str, str], list[Any]]) -> tuple[Any, ...]:
+    """A namesake that is someone else: in the other columns the gold compares with a literal, a
+    value of another row that is not the literal (a second Gruber who is not Astrid), so that a
+    dropped conjunct shows."""
+    changed = list(row)
+    for column in table.columns:
+        wanted = literals.get((table.name, column.name))
+        if not wanted or column.name in kept:
+            continue
+        position = table.position(column.name)
+        others = sorted({r[position] for r in rows if r[position] is not None and r[position] not in wanted}, key=repr)
+        if changed[position] in wanted and others:
+            changed[position] = others[0]
+    return tuple(changed)
+
+
 def _varied(table: Table, row: list[Any], fixed: set[int], kind: str, rng: random.Random) -> list[Any]:
     """A namesake's child is not its original's copy: numbers and dates move a step (an invoice of
     another day, another amount), references and texts stay."""
@@ -431,7 +451,7 @@ def _copy_unique_parents(schema: Schema, table: Table, original: tuple[Any, ...]
 
 
 def _copy_children(schema: Schema, parent: Table, original: tuple[Any, ...], copy: tuple[Any, ...], rows: Rows,
-                   rng: random.Random) -> None:
+                   rng: random.Random, facts: set[tuple[str, str, str]] = frozenset()) -> None:  # type: ignore[assignment]
     """The children of `original` (a few) in each child table, copied and pointed at `copy` (a second
     entity of the same name has children of its own, or grouping by name and by key would not differ)."""
     for child in schema.tables:
@@ -456,4 +476,9 @@ def _copy_children(schema: Schema, parent: Table, original: tuple[Any, ...], cop
                     if values and rng.random() < 0.5:
                         moved[position] = rng.choice(values)
                 moved = _varied(child, moved, {p for p, _ in others} | set(pointers), schema.kind, rng)
+                for table_name, column, pointer_column in facts:  # a text that goes with its parent is the new parent's own
+                    if table_name == child.name and pointer_column in fk.columns:
+                        at = child.position(column)
+                        if isinstance(moved[at], str):  # marked as the new parent's: no source text is spelled so
+                            moved[at] = f"{moved[at]} (#{rng.randint(2, 99)})"
                 rows[child.name].append(_fresh_keys(child, tuple(moved), rows[child.name], keep=set(fk.columns), rng=rng))
