@@ -21,7 +21,7 @@ from pytest_nl2sql.judge.execute import GoldError, judge, run_gold
 from pytest_nl2sql.judge.pipeline import DEFAULT_NEIGHBOURS, CaseLabel, Pipeline, RunOptions, relative_name
 from pytest_nl2sql.metrics.soft import synonyms_from
 from pytest_nl2sql.metrics.summary import build_report, summarize
-from pytest_nl2sql.vocab import Verdict
+from pytest_nl2sql.vocab import FragilePolicy, Verdict
 
 
 @dataclass(frozen=True)
@@ -109,19 +109,24 @@ def evaluate_suite(
     synonyms: Mapping[str, str] | None = None,
     neighbours: int = DEFAULT_NEIGHBOURS,
     cache_dir: str | Path | None = None,
+    fragile: str = "pass",
 ) -> dict[str, Any]:
     """The JSON report's dict (`summary`, `items`) for one case file, as a pytest run writes it.
 
     `predictions`: a predictions file (JSONL, or one query per line); `predict`: a callable given
     each case's `PredictionRequest` (the predictor hook's `case`), returning SQL or a selection;
-    `timeout`, `max_rows`, `compat` ("spider"), `db_dir`, `dsn`, `baseline`, `neighbours`: as the
-    options `--nl2sql-…` (a `dsn` that cannot be opened raises `ValueError`, its password masked);
+    `timeout`, `max_rows`, `compat` ("spider"), `db_dir`, `dsn`, `baseline`, `neighbours`, `fragile`
+    ("pass" or "fail"): as the options `--nl2sql-…` (a `dsn` that cannot be opened raises `ValueError`, its password masked);
     `synonyms`: as the ini option `nl2sql_synonyms`; `cache_dir`: where generated neighbour
     databases are kept (default `$NL2SQL_CACHE_DIR`, else `~/.cache/pytest-nl2sql`). Items are
     named relative to `rootdir` (default: the current directory), as pytest names them relative
     to its rootdir.
     """
     path = Path(path)
+    try:
+        policy = FragilePolicy(fragile)
+    except ValueError:
+        raise ValueError(f"fragile: use 'pass' or 'fail', not {fragile!r}") from None
     if compat not in (None, "spider"):
         raise ValueError(f"compat: only 'spider' is known, not {compat!r}")
     if dsn:  # one clear error up front, not the same error on every case
@@ -133,7 +138,7 @@ def evaluate_suite(
         limits=Limits(timeout=timeout, max_rows=max_rows), spider_compat=compat == "spider", dsn=dsn,
         db_dir=Path(db_dir) if db_dir is not None else None, fingerprints=baseline is not None,
         synonyms=tuple(synonyms_from(synonyms, "synonyms").items()),
-        neighbours=neighbours, cache_dir=Path(cache_dir) if cache_dir is not None else None,
+        neighbours=neighbours, cache_dir=Path(cache_dir) if cache_dir is not None else None, fragile=policy,
     )
     pipeline = Pipeline(
         options, hook=predict, predictions=load_predictions(Path(predictions)) if predictions is not None else None,

@@ -337,3 +337,24 @@ def test_a_like_literal_takes_the_data_s_spelling_an_equality_keeps_its_own(tmp_
     finally:
         reader.close()
     assert values == ["%bra%", "Korea", "english"]
+
+
+def test_the_python_api_takes_the_fragile_policy(tmp_path: Path) -> None:
+    from pytest_nl2sql.api import evaluate_suite
+
+    path = tmp_path / "shop.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.executescript("""
+            CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, price REAL);
+            INSERT INTO item VALUES (1, 'pen', 1.5), (2, 'mug', 7.0), (3, 'ink', 3.0), (4, 'cap', 9.0);
+        """)
+    connection.close()
+    suite = tmp_path / "s.nl2sql.yaml"
+    suite.write_text("database: shop.sqlite\ncases:\n  - id: distinct\n    gold: SELECT DISTINCT name FROM item\n"
+                     "    predicted: SELECT name FROM item\n")
+    lenient = evaluate_suite(suite, rootdir=tmp_path, cache_dir=tmp_path / "cache")
+    strict = evaluate_suite(suite, rootdir=tmp_path, cache_dir=tmp_path / "cache", fragile="fail")
+    assert lenient["items"][0]["verdict"] == "pass" and lenient["summary"]["fragile"] == 1
+    assert strict["items"][0]["reason"] == "neighbour database (fragile)" and strict["summary"]["fragile"] == 0
+    with pytest.raises(ValueError, match="fragile"):
+        evaluate_suite(suite, fragile="maybe")

@@ -1,6 +1,8 @@
-"""From a source database and its gold queries to the chosen neighbours' rows: read the schema
-and the gold, build candidates (one flavour each, seeded), run gold and mutants on each, keep the
-`count` that separate the most mutants, and write them.
+"""From a source database and its gold queries to the chosen neighbours' rows: read the schema,
+the gold and the invariants the source shows (`invariants`), build candidates that keep them (one
+flavour each, seeded, repaired and settled: `plausible`), run gold and mutants on each, keep the
+`count` that separate the most mutants; then the stress neighbours, each of those with one
+invariant of the gold's columns broken.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ MIN_CANDIDATES = 10
 
 @dataclass(frozen=True)
 class Built:
-    schema: Schema  # the source's, with the kept invariants folded in
+    schema: Schema  # the source's, with the invariants it keeps folded in
     rows: Rows
     note: str
     breaks: Invariant | None = None  # a stress neighbour: the one invariant it breaks
@@ -99,7 +101,7 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
                      learned: Callable[[Any, Schema], tuple[Invariant, ...]] = learn) -> Neighbourhood:
     """The chosen neighbours: at most `count` plausible ones (they keep every invariant the source
     shows), then at most `count` stress ones (each breaks one invariant the gold's columns have).
-    None when the gold or schema cannot be handled. `learned(reader, schema)`: the source's
+    None at all when the gold or schema cannot be handled. `learned(reader, schema)`: the source's
     structural invariants (a caller that generates for many golds of one database caches them)."""
     if count <= 0 or not golds:
         return Neighbourhood((), Observed(()))
@@ -231,5 +233,5 @@ def _stress(plausible: list[Built], declared: Schema, observed: Observed, litera
     # called Gruber (first and last name both unique: a dropped conjunct shows only there)
     named = [s for s in scored if wanted[s.index].kind in (InvariantKind.ONCE, InvariantKind.UNIQUE)
              and (wanted[s.index].table.lower(), wanted[s.index].column.lower()) in hinted][:count]
-    rest = choose([s for s in scored if s not in named], count - len(named))
-    return [made[s.index] for s in sorted(named + rest, key=lambda s: s.index)]
+    others = choose([s for s in scored if s not in named], count - len(named))
+    return [made[s.index] for s in sorted(named + others, key=lambda s: s.index)]
