@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.cases.model import MAX_NEIGHBOURS
 from pytest_nl2sql.cases.predictions import load_predictions
 from pytest_nl2sql.cases.read import InvalidCase, load_case_file
 from pytest_nl2sql.engines import DatabaseMissing, open_engine, probe
@@ -123,6 +124,8 @@ def evaluate_suite(
     to its rootdir.
     """
     path = Path(path)
+    if not 0 <= neighbours <= MAX_NEIGHBOURS:
+        raise ValueError(f"neighbours: from 0 to {MAX_NEIGHBOURS}, not {neighbours}")
     try:
         policy = FragilePolicy(fragile)
     except ValueError:

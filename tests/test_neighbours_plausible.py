@@ -358,3 +358,39 @@ def test_the_python_api_takes_the_fragile_policy(tmp_path: Path) -> None:
     assert strict["items"][0]["reason"] == "neighbour database (fragile)" and strict["summary"]["fragile"] == 0
     with pytest.raises(ValueError, match="fragile"):
         evaluate_suite(suite, fragile="maybe")
+
+
+def test_neighbours_stay_small_whatever_the_source_holds(tmp_path: Path) -> None:
+    """A table of large blobs and long texts: values are cut when read into a neighbour, and long
+    texts are not read to learn names, keys or categories."""
+    from pytest_nl2sql.neighbours.schema import VALUE_BYTES_KEPT
+
+    path = tmp_path / "blobs.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE doc(id INTEGER PRIMARY KEY, title TEXT, body BLOB, kind TEXT)")
+        connection.executemany("INSERT INTO doc VALUES (?, ?, ?, ?)",
+                               [(i, f"t{i}", bytes(2_000_000), "x" * 300_000) for i in range(1, 7)])
+    connection.close()
+    found = neighbours_for(path, ["SELECT title FROM doc WHERE id > 2"], 3, cache_dir=tmp_path / "cache")
+    assert found
+    for neighbour in found:
+        assert neighbour.path.stat().st_size < 2_000_000
+        for body, kind in sqlite3.connect(neighbour.path).execute("SELECT body, kind FROM doc"):
+            assert body is None or len(body) <= VALUE_BYTES_KEPT
+            assert kind is None or len(kind) <= VALUE_BYTES_KEPT
+    assert not any(i.kind is InvariantKind.CATEGORY for i in found[0].invariants)  # 300 kB texts are no category
+
+
+@pytest.mark.parametrize("count", [17, 3000])
+def test_a_case_or_a_run_asks_for_a_bounded_number_of_neighbours(pytester: pytest.Pytester, count: int) -> None:
+    from helpers import make_shop, write_suite
+
+    make_shop(pytester.path)
+    write_suite(pytester.path, [{"id": "many", "gold": "SELECT name FROM item", "predicted": "SELECT name FROM item",
+                                 "neighbours": count}], database="shop.sqlite")
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*`neighbours` must be a whole number of neighbour databases from 0 to 16*"])
+    write_suite(pytester.path, [{"id": "many", "gold": "SELECT name FROM item", "predicted": "SELECT name FROM item"}],
+                database="shop.sqlite")
+    assert pytester.runpytest(f"--nl2sql-neighbours={count}").ret == pytest.ExitCode.USAGE_ERROR

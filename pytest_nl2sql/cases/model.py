@@ -14,6 +14,8 @@ from typing import Any
 
 from pytest_nl2sql.engines.url import dialect_of
 
+MAX_NEIGHBOURS = 16  # neighbour databases a case (or a run) may ask for: each is generated, cached and judged
+
 # Case keys of the contract, plus the free-text keys of the term-selection format.
 CASE_KEYS = frozenset(
     {

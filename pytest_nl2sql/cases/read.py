@@ -36,6 +36,7 @@ from pytest_nl2sql.cases.model import (
     ALIASES,
     CASE_KEYS,
     IGNORED_KEYS,
+    MAX_NEIGHBOURS,
     ORDER_VALUES,
     SOURCE_FORMATS,
     SOURCE_ONLY_KEYS,
@@ -331,8 +332,10 @@ def _case_from_mapping(
     hardness = merged.get("hardness")
     conversation = merged.get("conversation")
     neighbours = merged.get("neighbours")
-    if neighbours is not None and (isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 0):
-        raise ValueError(f"`neighbours` must be a whole number of neighbour databases, 0 or more, not {_short(neighbours)}")
+    if neighbours is not None and (isinstance(neighbours, bool) or not isinstance(neighbours, int)
+                                   or not 0 <= neighbours <= MAX_NEIGHBOURS):
+        raise ValueError(f"`neighbours` must be a whole number of neighbour databases from 0 to {MAX_NEIGHBOURS},"
+                         f" not {_short(neighbours)}")
 
     if conversation is not None:
         if not isinstance(conversation, list):

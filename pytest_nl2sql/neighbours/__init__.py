@@ -21,7 +21,7 @@ from pytest_nl2sql.neighbours.cache import Neighbour
 from pytest_nl2sql.neighbours.cache import NeighbourCache as _Cache
 from pytest_nl2sql.neighbours.shrink import Counterexample, shrink_counterexample
 
-GENERATOR_VERSION = "12"
+GENERATOR_VERSION = "13"
 
 
 class NeighbourCache(_Cache):

@@ -24,6 +24,7 @@ from pytest_nl2sql.neighbours.literals import GoldFacts
 from pytest_nl2sql.neighbours.schema import INT, TEXT, ForeignKey, Schema, Table, quote
 
 IDENTITY_ROWS = 5000  # a table's (name, key) pairs are read up to this many rows
+KEY_TEXT_BYTES = 256  # a text longer than this is no name, key or category value: not read to learn them
 FACT_SHARE = 0.98  # a text is a fact of its parent when at least this share of its values has one parent
 CATEGORY_VALUES = 8  # a text column with at most this many distinct values, each repeated, is a category
 VALUES_READ = 20000  # distinct values read per column to check inclusions (larger columns are not checked)
@@ -95,6 +96,7 @@ class ColumnStats:
     folded: int  # distinct after lower() and trim(): text columns only, else `distinct`
     low: Any
     high: Any
+    longest: int | None = None  # the longest text's length (text columns only)
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ def learn(source: Any, schema: Schema) -> tuple[Invariant, ...]:
             if column.value_class == TEXT and column_stats.distinct >= 2 and column_stats.folded == column_stats.distinct:
                 found.append(Invariant(InvariantKind.SPELLING, table.name, column.name))
             if (column.value_class == TEXT and 1 <= column_stats.distinct <= CATEGORY_VALUES
-                    and column_stats.non_null >= 2 * column_stats.distinct):
+                    and column_stats.non_null >= 2 * column_stats.distinct and (column_stats.longest or 0) <= KEY_TEXT_BYTES):
                 values = [row[0] for row in connection.execute(
                     f"SELECT DISTINCT {quote(column.name)} FROM {quote(table.name)} WHERE {quote(column.name)} IS NOT NULL"
                     f" ORDER BY 1").fetchall()]
@@ -257,7 +259,8 @@ def _identities(connection: Any, schema: Schema, found: list[Invariant], stats: 
             references = tuple(fk.columns[0] for fk in table.foreign_keys if len(fk.columns) == 1 and fk.columns[0] != key)
             selected = ", ".join(quote(c) for c in (column.name, key, *references))
             rows = tuple(tuple(row) for row in connection.execute(
-                f"SELECT {selected} FROM {quote(table.name)} WHERE {quote(column.name)} IS NOT NULL").fetchall())
+                f"SELECT {selected} FROM {quote(table.name)} WHERE {quote(column.name)} IS NOT NULL"
+                f" AND length({quote(column.name)}) <= {KEY_TEXT_BYTES}").fetchall())
             made.append(Invariant(InvariantKind.IDENTITY, table.name, column.name, table.name, key, rows, references))
     return made
 
@@ -280,7 +283,7 @@ def _facts(connection: Any, schema: Schema, found: list[Invariant], stats: dict[
             for reference in references:
                 pairs = connection.execute(
                     f"SELECT DISTINCT {quote(column.name)}, {quote(reference)} FROM {quote(table.name)}"
-                    f" WHERE {quote(column.name)} IS NOT NULL").fetchall()
+                    f" WHERE {quote(column.name)} IS NOT NULL AND length({quote(column.name)}) <= {KEY_TEXT_BYTES}").fetchall()
                 parents: dict[Any, set[Any]] = {}
                 for name, parent in pairs:
                     parents.setdefault(name, set()).add(parent)
@@ -309,13 +312,14 @@ def _column_stats(connection: Any, table: Table) -> dict[str, ColumnStats]:
         name = quote(column.name)
         folded = f"count(DISTINCT lower(trim({name})))" if column.value_class == TEXT else f"count(DISTINCT {name})"
         low_high = f"min({name}), max({name})" if column.value_class == INT else "NULL, NULL"
-        parts.append(f"count({name}), count(DISTINCT {name}), {folded}, {low_high}")
+        longest = f"max(length({name}))" if column.value_class == TEXT else "NULL"
+        parts.append(f"count({name}), count(DISTINCT {name}), {folded}, {low_high}, {longest}")
     row = connection.execute(f"SELECT {', '.join(parts)} FROM {quote(table.name)}").fetchone()
     rows = row[0]
     stats = {}
     for index, column in enumerate(table.columns):
-        non_null, distinct, folded, low, high = row[1 + 5 * index: 6 + 5 * index]
-        stats[column.name] = ColumnStats(rows, non_null, distinct, folded, low, high)
+        non_null, distinct, folded, low, high, longest = row[1 + 6 * index: 7 + 6 * index]
+        stats[column.name] = ColumnStats(rows, non_null, distinct, folded, low, high, longest)
     return stats
 
 
@@ -331,8 +335,10 @@ def _links(connection: Any, schema: Schema, stats: dict[str, dict[str, ColumnSta
             if stats[table][column].distinct > VALUES_READ:
                 values[(table, column)] = None
             else:
+                text = schema.table(table).column(column).value_class == TEXT  # type: ignore[union-attr]
+                short = f" AND length({quote(column)}) <= {KEY_TEXT_BYTES}" if text else ""
                 values[(table, column)] = frozenset(row[0] for row in connection.execute(
-                    f"SELECT DISTINCT {quote(column)} FROM {quote(table)} WHERE {quote(column)} IS NOT NULL").fetchall())
+                    f"SELECT DISTINCT {quote(column)} FROM {quote(table)} WHERE {quote(column)} IS NOT NULL{short}").fetchall())
         return values[(table, column)]
 
     found: list[Invariant] = []

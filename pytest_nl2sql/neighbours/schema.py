@@ -190,7 +190,7 @@ class SqliteSource:
 
     def sample(self, table: Table, count: int, rng: random.Random) -> list[tuple[Any, ...]]:
         """Up to `count` rows read in a few short rowid runs from seeded starting points."""
-        names = ", ".join(quote(c.name) for c in table.columns)
+        names = capped_columns(table)
         source = quote(table.name)
         if not table.has_rowid:
             return self.connection.execute(f"SELECT {names} FROM {source} LIMIT ?", (count,)).fetchall()
@@ -274,7 +274,7 @@ class DuckdbSource:
         return Schema("duckdb", tuple(tables), tuple(extra))
 
     def sample(self, table: Table, count: int, rng: random.Random) -> list[tuple[Any, ...]]:
-        names = ", ".join(quote(c.name) for c in table.columns)
+        names = capped_columns(table)
         source = quote(table.name)
         return sample_in_rowid_runs(self.connection, names, source, count, rng, bounded_runs=True)
 
@@ -313,12 +313,28 @@ def rows_matching(connection: Any, table: Table, columns: Sequence[str], values:
                   limit: int) -> list[tuple[Any, ...]]:
     """One row of `table` for each of (at most `limit` of) the `values` of `columns` (a sqlite3 or
     a duckdb connection: both take a list of parameters)."""
-    names = ", ".join(quote(c.name) for c in table.columns)
+    names = capped_columns(table)
     condition = " AND ".join(f"{quote(c)} = ?" for c in columns)
     found: list[tuple[Any, ...]] = []
     for value in values[:limit]:
         found.extend(connection.execute(f"SELECT {names} FROM {quote(table.name)} WHERE {condition} LIMIT 1", list(value)).fetchall())
     return found
+
+
+VALUE_BYTES_KEPT = 4096  # a text or blob longer than this is cut when read into a neighbour (a 1 GB blob is not copied)
+
+
+def capped_columns(table: Table) -> str:
+    """The table's columns for a SELECT, texts and blobs cut to `VALUE_BYTES_KEPT` where longer, so
+    that a neighbour's rows stay small whatever the source holds (both SQLite and DuckDB read it)."""
+    parts = []
+    for column in table.columns:
+        name = quote(column.name)
+        if column.value_class == TEXT or (column.affinity and column.value_class in (BLOB, OTHER)):  # SQLite's any value; DuckDB's VARCHAR
+            parts.append(f"CASE WHEN length({name}) > {VALUE_BYTES_KEPT} THEN substr({name}, 1, {VALUE_BYTES_KEPT}) ELSE {name} END")
+        else:
+            parts.append(name)
+    return ", ".join(parts)
 
 
 def open_source(path: Path, kind: str) -> SqliteSource | DuckdbSource:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.cases.model import MAX_NEIGHBOURS
 from pytest_nl2sql.cases.predictions import load_predictions
 from pytest_nl2sql.engines import DatabaseMissing, probe
 from pytest_nl2sql.engines.base import Limits
@@ -143,8 +144,8 @@ def read_settings(config: Any) -> Settings:
         raise SettingsError(f"--nl2sql-timeout / --nl2sql-max-rows / --nl2sql-concurrency / --nl2sql-neighbours: {e}") from e
     if timeout <= 0 or max_rows <= 0 or concurrency <= 0:
         raise SettingsError("--nl2sql-timeout, --nl2sql-max-rows and --nl2sql-concurrency must be positive")
-    if neighbours < 0:
-        raise SettingsError("--nl2sql-neighbours must be 0 (off) or more")
+    if not 0 <= neighbours <= MAX_NEIGHBOURS:
+        raise SettingsError(f"--nl2sql-neighbours must be from 0 (off) to {MAX_NEIGHBOURS}, not {neighbours}")
     try:
         fragile = FragilePolicy(str(values["nl2sql_fragile"]).strip().lower())
     except ValueError:
