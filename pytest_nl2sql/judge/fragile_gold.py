@@ -6,7 +6,9 @@ nothing about the prediction. Two shapes, read from the gold with sqlglot:
   stadium_id ... ORDER BY capacity DESC LIMIT 1)` when two stadiums share the top capacity): the
   database picks one; the top-level `LIMIT` is the tie handling's (`judge.ties`);
 - `EXCEPT` / `INTERSECT` over columns that are not a key (names), where two rows share a value:
-  the gold merges two people called Jordan, a prediction that keeps them apart is at least as right.
+  the gold merges two people called Jordan, a prediction that keeps them apart is at least as right;
+- a plain column beside one MIN or MAX without GROUP BY (`SELECT min(version), type FROM
+  templates`), where several rows hold that minimum: SQLite shows one of them, any of them.
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ def why_gold_is_fragile(golds: Sequence[str], dialect: str | None, engine: Engin
             continue
         if len(rows) > cut and rows[cut - 1] == rows[cut]:
             return "a tie that the gold's LIMIT inside a subquery cuts, which the case's database never has"
+    for probe in _bare_column_probes(tree, dialect or ""):
+        try:
+            rows = execute_once_more_if_lost(engine, probe, limits, trusted=True).rows
+        except EngineError:
+            continue
+        if rows and rows[0] and isinstance(rows[0][0], int) and rows[0][0] > 1:
+            return "rows tied at the MIN or MAX beside which the gold shows a bare column (the database picks one)"
     for operation in tree.find_all(exp.Except, exp.Intersect):
         branches = [_projected(branch) for branch in (operation.this, operation.expression)]
         if any(columns is None or any(c in keys for c in columns) for columns in branches):
@@ -90,6 +99,30 @@ def _inner_limit_probes(tree: exp.Expression, dialect: str) -> list[tuple[str, i
             probes.append((probe.sql(dialect=dialect), cut))
         except (SqlglotError, ValueError):
             continue
+    return probes
+
+
+def _bare_column_probes(tree: exp.Expression, dialect: str) -> list[str]:
+    """For a SELECT without GROUP BY that shows one MIN or MAX beside plain columns (`SELECT
+    min(version), type FROM templates`: SQLite shows the row of the minimum), a query counting the
+    rows at that minimum: more than one, and which row's columns show is the database's choice."""
+    probes = []
+    for select in tree.find_all(exp.Select):
+        if select.args.get("group") or not (select.args.get("from") or select.args.get("from_")):
+            continue
+        extremes = [e for e in select.expressions if isinstance(e.unalias(), (exp.Min, exp.Max))]
+        bare = [e for e in select.expressions if isinstance(e.unalias(), exp.Column)]
+        others = [e for e in select.expressions if e not in extremes and e not in bare]
+        if len(extremes) != 1 or not bare or others:
+            continue
+        function = extremes[0].unalias()
+        rows = select.copy()
+        rows.set("expressions", [exp.alias_(function.this.copy(), "nl2sql_v")])
+        for key in ("order", "limit", "offset"):
+            rows.set(key, None)
+        inner = rows.sql(dialect=dialect)
+        name = "min" if isinstance(function, exp.Min) else "max"
+        probes.append(f"SELECT count(*) FROM ({inner}) AS nl2sql_r WHERE nl2sql_v = (SELECT {name}(nl2sql_v) FROM ({inner}) AS nl2sql_s)")
     return probes
 
 
