@@ -52,6 +52,17 @@ def test_an_interrupted_run_is_marked_incomplete(shop: pytest.Pytester) -> None:
     assert report["run"]["complete"] is False and [i["id"] for i in report["items"]] == ["a"]
 
 
+def test_a_hook_that_exits_is_the_model_s_failure_and_its_case_stays(shop: pytest.Pytester) -> None:
+    """`sys.exit()` in a model's code is that case's `predictor_error`, not a vanished case."""
+    shop.makeconftest("import sys\ndef pytest_nl2sql_predict(case):\n    if case.id == 'b':\n        sys.exit(3)\n")
+    result = shop.runpytest("--nl2sql-report=json:r.json")
+    result.assert_outcomes(passed=2, failed=1)
+    report = read_report(shop.path / "r.json")
+    items = {i["id"]: i for i in report["items"]}
+    assert report["run"]["complete"] is True and sorted(items) == ["a", "b", "c"]
+    assert items["b"]["verdict"] == "predictor_error" and "SystemExit: 3" in items["b"]["reason"]
+
+
 def test_history_keeps_one_line_per_run(shop: pytest.Pytester) -> None:
     shop.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=one")
     shop.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=two", "-k", "not b")

@@ -70,9 +70,14 @@ def test_predictions_matching_no_case_are_a_warning_and_no_prediction_says_where
     result = shop.runpytest("--nl2sql-predictions=preds.jsonl", "-W", "default")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "no_prediction: no prediction for this case (*no entry for id 'q' in *preds.jsonl*the case has no `predicted` or `predicted_result`)",
+        "no_prediction: no prediction for this case (no pytest_nl2sql_predict hook (a model) in a conftest.py;"
+        " no entry for id 'q' in *preds.jsonl; the case has no `predicted` or `predicted_result`)",
         "*preds.jsonl: none of its 1 ids matches one of the 1 collected cases*",
     ])
+    assert "returned nothing" not in result.stdout.str()  # no hook: none to blame
+    shop.makeconftest("def pytest_nl2sql_predict(case):\n    return None\n")
+    shop.runpytest("--nl2sql-predictions=preds.jsonl").stdout.fnmatch_lines([
+        "no_prediction: no prediction for this case (the pytest_nl2sql_predict hook returned nothing; no entry*"])
 
 
 def test_junitxml_carries_readable_properties_not_the_record(shop: pytest.Pytester) -> None:
@@ -114,3 +119,9 @@ def test_a_cut_tag_table_shows_the_worst_tags_first(shop: pytest.Pytester) -> No
     write_suite(shop.path, cases, database="shop.sqlite")
     result = shop.runpytest()
     result.stdout.fnmatch_lines(["by tag (SQL cases) (the 15 worst of 21):", "  zz-worst *0/1 = 0.0%*"])
+
+
+def test_help_shows_percent_signs_as_written(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--help")
+    assert "80%%" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*nl2sql_fail_under (linelist):*", "*fail when accuracy is below RATE*0.8, 80%,*"])

@@ -368,7 +368,7 @@ class Pipeline:
         if prediction.value is not None and not isinstance(prediction.value, str):
             return Judgement(Verdict.PREDICTOR_ERROR, f"the prediction must be SQL text, not {type(prediction.value).__name__}")
         if prediction.value is None or not prediction.value.strip():
-            return Judgement(Verdict.NO_PREDICTION, self._no_prediction_reason(case))
+            return Judgement(Verdict.NO_PREDICTION, self._no_prediction_reason(case, prediction))
         return judge(
             prediction.value, gold, engine, self.options.limits, dialect=prediction.dialect or case.written_in,
             compare=case.compare, spider_compat=self.spider_mode(case), fingerprint=self.options.fingerprints,
@@ -410,11 +410,14 @@ class Pipeline:
         result = judgement.result
         return near_miss(golds, result.rows, len(result.columns), gold.order_matters, _compare_options(case))
 
-    def _no_prediction_reason(self, case: Case) -> str:
-        """Say where we looked, so that an empty run is easy to diagnose."""
+    def _no_prediction_reason(self, case: Case, prediction: PredictionOutcome) -> str:
+        """Say where we looked, so that an empty run is easy to diagnose: a hook that answered
+        nothing is named only when there is one (a run without a model has none to blame)."""
         places = []
-        if self.hook is not None:
+        if prediction.hook_silent or prediction.source is PredictionSource.HOOK:
             places.append("the pytest_nl2sql_predict hook returned nothing")
+        else:
+            places.append("no pytest_nl2sql_predict hook (a model) in a conftest.py")
         if self.predictions is not None and self.predictions.directory:
             places.append(f"no result file {case.id}.csv in {self.predictions.path}")
         elif self.predictions is not None:
@@ -455,7 +458,7 @@ class Pipeline:
         common = dict(kind=Kind.TERM_SELECTION, latency=outcome.latency, extra=outcome.report_fields())
         if selections is None or problem is not None:
             verdict = Verdict.PREDICTOR_ERROR if problem is not None else Verdict.NO_PREDICTION
-            reason = problem or ("the recorded prediction is stale" if outcome.stale else self._no_prediction_reason(case))
+            reason = problem or ("the recorded prediction is stale" if outcome.stale else self._no_prediction_reason(case, outcome))
             result = self._with_baseline(self._result(case, label, prepared.hardness, verdict, reason=reason,
                                                       predicted=_plain(outcome.value), **common), case)
             return CaseOutcome(result, _with_baseline_note(explain.term_selection_error_text(case, label.file, result), result))

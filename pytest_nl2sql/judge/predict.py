@@ -158,9 +158,9 @@ class Predictor:
                 import asyncio  # with --nl2sql-concurrency, so N run at once); imported only then (30 ms)
 
                 value = asyncio.run(_awaited(value))
-        except (KeyboardInterrupt, SystemExit):
+        except KeyboardInterrupt:  # the user stopping the run; a model's sys.exit() is the model's failure
             raise
-        except BaseException as e:  # noqa: BLE001 - pytest.fail() in a hook is an OutcomeException
+        except BaseException as e:  # noqa: BLE001 - SystemExit, and pytest.fail() in a hook (an OutcomeException)
             return PredictionOutcome(None, PredictionSource.HOOK, time.perf_counter() - started, error=_one_line(e),
                                      traceback=_user_traceback(e), key=request.key)
         if value is NO_PREDICTOR:  # no model to record: the request's key is not worth hashing

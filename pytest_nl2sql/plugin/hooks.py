@@ -26,13 +26,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for option in OPTIONS:
         if option.kind == "bool":
             group.addoption(option.flag, action="store_true", dest=option.dest, default=None, help=option.help)
-            parser.addini(option.dest, option.help, type="bool", default=False)
+            parser.addini(option.dest, option.ini_help, type="bool", default=False)
         elif option.kind == "append":
             group.addoption(option.flag, action="append", dest=option.dest, default=None, metavar=option.metavar, help=option.help)
-            parser.addini(option.dest, option.help, type="linelist", default=[])
+            parser.addini(option.dest, option.ini_help, type="linelist", default=[])
         else:
             group.addoption(option.flag, action="store", dest=option.dest, default=None, metavar=option.metavar, help=option.help)
-            parser.addini(option.dest, option.help, default=None)
+            parser.addini(option.dest, option.ini_help, default=None)
     parser.addini("nl2sql_files", "globs of case files to collect", type="args", default=DEFAULT_FILES.split())
     parser.addini("nl2sql_synonyms", "column-name synonyms for the soft scores: one `word = word` per line",
                   type="linelist", default=[])

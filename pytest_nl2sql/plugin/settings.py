@@ -38,6 +38,12 @@ class Option:
     def dest(self) -> str:
         return self.flag.lstrip("-").replace("-", "_")
 
+    @property
+    def ini_help(self) -> str:
+        """The help for the ini option: argparse reads `%%` as `%` in an option's help, the ini
+        listing prints it as written."""
+        return self.help.replace("%%", "%")
+
 
 OPTIONS = (
     Option("--nl2sql-predictions", "predictions: JSONL of {id, predicted|selection}, .sql/.txt with one query per line, or a directory of <id>.csv results", metavar="PATH"),
