@@ -71,5 +71,5 @@ def test_a_broken_case_file_is_one_error_item(tmp_path: Path) -> None:
     report = evaluate_suite(tmp_path / "bad.nl2sql.yaml", rootdir=tmp_path)
     (item,) = report["items"]
     assert (item["nodeid"], item["verdict"]) == ("bad.nl2sql.yaml::a", "gold_error")
-    assert "unknown key 'gold_sql'" in item["reason"]
+    assert item["reason"].startswith("invalid case: bad.nl2sql.yaml:2: unknown key 'gold_sql'")  # file and line, as the terminal shows
     assert report["summary"]["errors"] == 1

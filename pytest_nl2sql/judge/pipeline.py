@@ -191,8 +191,8 @@ class Pipeline:
 
     def invalid(self, entry: InvalidCase, label: CaseLabel) -> CaseOutcome:
         """An entry of a case file that could not be read: broken, naming its file and line."""
-        message = f"invalid case: {entry.message}"
         where = f"{label.file}:{entry.line}" if entry.line else label.file
+        message = f"invalid case: {where}: {entry.message}"  # the JSON item names file and line, as the terminal does
         result = CaseResult(id=entry.id, nodeid=label.nodeid, file=label.file, position=label.position,
                             kind=Kind.SQL, verdict=Verdict.GOLD_ERROR, reason=message)
         return CaseOutcome(result, f"{where}: {entry.message}")

@@ -156,10 +156,22 @@ def _latency_of(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     return {"count": len(latencies), **latency_percentiles(latencies)} if latencies else None
 
 
+def _relative(path: str) -> str:
+    """A path as a PR comment should show it: relative to where the run started when it lies
+    below it, else the file's name (a runner's absolute path says nothing to a reader)."""
+    if not path:
+        return path
+    try:
+        shown = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return os.path.basename(path)
+    return os.path.basename(path) if shown.startswith("..") else shown
+
+
 def _baseline(comparison: Mapping[str, Any] | None) -> str:
     if not comparison:
         return ""
-    path = comparison.get("path", "")
+    path = _relative(comparison.get("path", ""))
     paired = comparison.get("paired")
     lines = [f"#### Compared with the baseline {_code(path)}", ""]
     before, now = comparison.get("accuracy_before"), comparison.get("accuracy_now")
