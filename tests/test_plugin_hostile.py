@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
@@ -57,3 +58,40 @@ def test_hostile_predictions_are_contained(pytester: pytest.Pytester) -> None:
     created = {p.name for p in pytester.path.iterdir()} - set(files_before)
     assert created <= {"shop.nl2sql.yaml", "again.nl2sql.yaml", "r.json", ".pytest_cache"}
     assert not (pytester.path / "stolen.sqlite").exists() and not (pytester.path / "copy.sqlite").exists()
+
+
+def test_hostile_text_is_shown_not_obeyed(pytester: pytest.Pytester) -> None:
+    """Escape sequences, bidi overrides and CI workflow commands in a prediction or a question
+    reach the terminal, junit and the md report escaped and inert."""
+    from helpers import make_shop, write_suite
+
+    make_shop(pytester.path)
+    hostile = "SELECT name FROM item WHERE name = '\x1b[31mred\x1b[0m'\n::error file=x.py::pwned\n##[error]pwned"
+    write_suite(pytester.path, [{"id": "h", "question": "Which \u202eitems?", "gold": "SELECT 1", "predicted": hostile}],
+                database="shop.sqlite")
+    result = pytester.runpytest("--junitxml=j.xml", "--nl2sql-report=md:r.md")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "\\x1b[31mred" in out and "\\u202e" in out
+    assert not [line for line in out.splitlines() if line.lstrip().startswith(("::", "##["))]
+    for name in ("j.xml", "r.md"):
+        text = (pytester.path / name).read_text()
+        assert "\x1b" not in text and "\u202e" not in text, name
+        assert not [line for line in text.splitlines() if line.lstrip().startswith(("::", "##["))], name
+
+
+def test_a_lone_surrogate_in_a_prediction_loses_no_case_under_xdist(pytester: pytest.Pytester) -> None:
+    """The case whose prediction holds a lone surrogate (legal in JSON) keeps its item and verdict
+    with `-n 2`: a report that cannot travel to the controller would make it vanish."""
+    from helpers import make_shop, write_suite
+
+    make_shop(pytester.path)
+    write_suite(pytester.path, [{"id": i, "gold": "SELECT 1"} for i in "abc"], database="shop.sqlite")
+    (pytester.path / "p.jsonl").write_text('{"id": "a", "predicted": "SELECT 1"}\n{"id": "b", "predicted": "SELECT \\ud800"}\n'
+                                           '{"id": "c", "predicted": "SELECT 1"}\n')
+    result = pytester.runpytest("-n", "2", "--nl2sql-predictions=p.jsonl", "--nl2sql-report=json:r.json", "--nl2sql-report=md:r.md")
+    result.assert_outcomes(passed=2, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    items = {i["id"]: i for i in json.loads((pytester.path / "r.json").read_text())["items"]}
+    assert sorted(items) == ["a", "b", "c"] and items["b"]["verdict"] == "pred_error"

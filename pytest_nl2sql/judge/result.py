@@ -117,7 +117,9 @@ class CaseResult:
         )
 
     def dumps(self) -> str:
-        return json.dumps(self.to_json(), default=str, ensure_ascii=False)
+        """ASCII JSON: a lone surrogate in a prediction travels as `\ud800` (pytest-xdist's channel
+        cannot encode it raw, and a case whose report cannot travel would vanish)."""
+        return json.dumps(self.to_json(), default=str)
 
     @classmethod
     def loads(cls, text: str) -> "CaseResult":

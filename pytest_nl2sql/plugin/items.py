@@ -22,6 +22,7 @@ from pytest_nl2sql.judge.pipeline import CaseLabel, CaseOutcome, Pipeline, Prepa
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.plugin.prefetch import Prefetcher, upcoming
 from pytest_nl2sql.plugin.settings import Settings
+from pytest_nl2sql.shown import safe_lines
 from pytest_nl2sql.vocab import BaselineStatus
 
 RESULT_ATTRIBUTE = "nl2sql"  # the test report attribute carrying a case's result as JSON
@@ -169,6 +170,7 @@ class CaseItem(pytest.Item):
         """The failure text, shaped by `--tb`: `line` gives one line per case, `short` the verdict
         and reason, any other style the whole explanation."""
         style = self.config.getoption("tbstyle", "auto")
+        text = safe_lines(text)  # a prediction's escape sequences and CI commands, made visible and inert
         first = text.splitlines()[0] if text else ""
         if style == "line":
             location = ReprFileLocation(self.nodeid.split("::", 1)[0], self.line or 0, first)

@@ -26,6 +26,7 @@ from pytest_nl2sql.gate.run import PER_CASE
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, latency_percentiles
 from pytest_nl2sql.metrics.summary import accuracy_interval
 from pytest_nl2sql.reports import ReportWriteError, register
+from pytest_nl2sql.shown import escaped
 from pytest_nl2sql.vocab import Verdict, hardness_sort_key
 
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
@@ -511,7 +512,7 @@ def _text(value: Any) -> str:
         value = value.value
     if value is None:
         return ""
-    raw = str(value)
+    raw = escaped(str(value))  # a prediction's escape sequences shown, not obeyed
     text = " ".join(raw[: 4 * MAX_REASON].split())
     if len(text) <= MAX_REASON and len(raw) <= 4 * MAX_REASON:
         return text
