@@ -95,3 +95,17 @@ def test_a_lone_surrogate_in_a_prediction_loses_no_case_under_xdist(pytester: py
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     items = {i["id"]: i for i in json.loads((pytester.path / "r.json").read_text())["items"]}
     assert sorted(items) == ["a", "b", "c"] and items["b"]["verdict"] == "pred_error"
+
+
+def test_a_password_in_a_case_s_database_url_is_shown_nowhere(pytester: pytest.Pytester) -> None:
+    """`database: postgresql://user:PASSWORD@…` in a suite: masked in the terminal, every report,
+    junit and the history (the connection itself fails here: nothing listens on port 1)."""
+    write_suite(pytester.path, [{"id": "pw", "gold": "SELECT 1", "predicted": "SELECT 1"}],
+                database="postgresql://nl2sql_user:s3cretPassw0rd@127.0.0.1:1/nowhere")
+    result = pytester.runpytest("--junitxml=j.xml", "--nl2sql-report=json:r.json", "--nl2sql-report=md:r.md",
+                                "--nl2sql-report=csv:r.csv", "--nl2sql-history=h.jsonl")
+    result.assert_outcomes(errors=1)
+    assert "s3cretPassw0rd" not in result.stdout.str() + result.stderr.str()
+    for name in ("j.xml", "r.json", "r.md", "r.csv", "h.jsonl"):
+        assert "s3cretPassw0rd" not in (pytester.path / name).read_text(), name
+    assert read_report(pytester.path / "r.json")["items"][0]["database"] == "postgresql://nl2sql_user:***@127.0.0.1:1/nowhere"

@@ -51,7 +51,7 @@ from pytest_nl2sql.cases.model import (
 )
 from pytest_nl2sql.cases.parse import load_json, yaml_documents, yaml_error
 from pytest_nl2sql.cases.sources import read_gold_file, source_entries
-from pytest_nl2sql.engines.url import looks_like_url
+from pytest_nl2sql.engines.url import looks_like_url, redact
 from pytest_nl2sql.judge.compare import CompareOptions
 from pytest_nl2sql.metrics import soft, termselection
 
@@ -471,8 +471,10 @@ def _database_of(data: Mapping[str, Any], base: Path, where: _Where) -> tuple[st
     database = data.get("database")
     db_id = data.get("db_id")
     if database is not None:
-        label = str(database)
-        return label, label if looks_like_url(label) else str((base / label).resolve()), False
+        written = str(database)
+        if looks_like_url(written):  # what reports show (every one of them) holds no password; the target does
+            return redact(written), written, False
+        return written, str((base / written).resolve()), False
     if db_id is None:
         return None, None, False
     label = str(db_id)
