@@ -68,3 +68,30 @@ def test_history_keeps_one_line_per_run(shop: pytest.Pytester) -> None:
     shop.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=two", "-k", "not b")
     lines = [json.loads(line) for line in (shop.path / "h.jsonl").read_text().splitlines()]
     assert [(entry["run"]["label"], entry["summary"]["accuracy"]) for entry in lines] == [("one", 2 / 3), ("two", 1.0)]
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b'{"run": {}, "summary": {}}\n\xff\xfe\n', "h.jsonl:2: not UTF-8 text"),
+    (b'{"run": {}, "summary": {}}\n' + b"[" * 5000 + b"]" * 5000 + b"\n", "h.jsonl:2: nested deeper than"),
+    (b'{"run": {}, "summary": {}}\nnot json\n{"run": {}, "summary": {}}\n', "h.jsonl:2:"),
+])
+def test_a_corrupt_history_is_a_usage_error_and_the_reports_are_still_written(shop: pytest.Pytester, content: bytes,
+                                                                             problem: str) -> None:
+    (shop.path / "h.jsonl").write_bytes(content)
+    result = shop.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-report=json:r.json", "--nl2sql-report=md:r.md")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines([f"nl2sql: history file *{problem}*"])
+    assert len(read_report(shop.path / "r.json")["items"]) == 3 and (shop.path / "r.md").is_file()
+
+
+def test_a_history_torn_by_a_stopped_run_is_read_without_its_last_line(shop: pytest.Pytester) -> None:
+    (shop.path / "h.jsonl").write_bytes(b'{"run": {"label": "x"}, "summary": {"accuracy": 1.0}}\n{"run": {"la')
+    result = shop.runpytest("--nl2sql-history=h.jsonl")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # case b fails; the history is fine
+
+
+def test_a_deeply_nested_baseline_is_a_usage_error_naming_it(shop: pytest.Pytester) -> None:
+    (shop.path / "b.json").write_text('{"items": ' + "[" * 5000 + "]" * 5000 + "}")
+    result = shop.runpytest("--nl2sql-baseline=b.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*baseline file *b.json: nested deeper than 100 levels*"])

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.cases.parse import load_json
 from pytest_nl2sql.files import FileWriteError, atomic_write_text
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, is_significant, mcnemar_exact
 from pytest_nl2sql.vocab import BaselineStatus, Verdict
@@ -136,12 +137,14 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     except OSError as error:
         raise BaselineError(f"cannot read baseline file {where}: {error.strerror or error}") from None
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as error:
         raise BaselineError(
             f"baseline file {where} is not valid JSON (line {error.lineno}, column "
             f"{error.colno}: {error.msg}); rewrite it with --nl2sql-update-baseline"
         ) from None
+    except ValueError as error:  # nested deeper than any baseline is
+        raise BaselineError(f"baseline file {where}: {error}; rewrite it with --nl2sql-update-baseline") from None
     return Baseline(path=where, entries=_parse_entries(data, where))
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from pytest_nl2sql.cases.predictions import record_lines
 from pytest_nl2sql.files import atomic_write_text
 from pytest_nl2sql.gate.baseline import Baseline, BaselineError, compare_with_baseline, load_baseline, write_baseline
-from pytest_nl2sql.gate.run import RunInfo, append_history, read_history
+from pytest_nl2sql.gate.run import HistoryError, RunInfo, append_history, read_history
 from pytest_nl2sql.gate.thresholds import Threshold, check_thresholds
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
@@ -46,6 +46,7 @@ class Finished:
     report: dict[str, Any]
     messages: list[str] = field(default_factory=list)  # files written, baseline notes
     failures: list[str] = field(default_factory=list)  # what fails the session (thresholds, unwritable files)
+    usage_error: bool = False  # a file the user named is unreadable (a corrupt history): the exit code says so
 
 
 def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finished:
@@ -62,13 +63,18 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
     if not run.complete:
         messages.insert(0, f"the run was interrupted: {len(results)} cases were judged and the reports say `complete: false`")
     history: list[dict[str, Any]] = []
+    usage_error = False
     if gate.history is not None:
         try:
             append_history(gate.history, run, summary)
             messages.append(f"history: {gate.history} (+1 run)")
         except OSError as e:
             failures.append(f"nl2sql: cannot append to the history {gate.history}: {e}")
-        history = read_history(gate.history)  # oldest first, this run last: the trend of md and xlsx
+        try:
+            history = read_history(gate.history)  # oldest first, this run last: the trend of md and xlsx
+        except HistoryError as e:  # the reports are still written, without the trend
+            failures.append(f"nl2sql: {e}")
+            usage_error = True
     if gate.update_baseline and gate.baseline_path is not None:
         _update_baseline(gate, results, report, messages, failures, full=gate.full_run and run.complete)
     if gate.record is not None:
@@ -81,7 +87,7 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
         except OSError as e:  # one unwritable report must not cost the others or the thresholds
             failures.append(f"nl2sql: {e}")
     failures += check_thresholds(gate.fail_under, summary)
-    return Finished(summary, report, messages, failures)
+    return Finished(summary, report, messages, failures, usage_error)
 
 
 def _update_baseline(gate: Gate, results: Sequence[CaseResult], report: dict[str, Any], messages: list[str],

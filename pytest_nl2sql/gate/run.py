@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import subprocess
 import threading
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.cases.parse import load_json
 from pytest_nl2sql.engines.url import DatabaseMissing, looks_like_url, parse_database, redact
 
 
@@ -93,22 +95,46 @@ def history_line(run: RunInfo, summary: Mapping[str, Any]) -> str:
 def append_history(path: Path, run: RunInfo, summary: Mapping[str, Any]) -> None:
     """Append one line (one `write` of a whole line, so concurrent runs do not interleave)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    torn = False
+    try:
+        with open(path, "rb") as existing:
+            existing.seek(0, os.SEEK_END)
+            if existing.tell():
+                existing.seek(-1, os.SEEK_END)
+                torn = existing.read(1) != b"\n"  # a run stopped mid-line: its fragment keeps a line of its own
+    except OSError:
+        pass
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write(history_line(run, summary))
+        handle.write(("\n" if torn else "") + history_line(run, summary))
+
+
+class HistoryError(ValueError):
+    """A history file that cannot be read: names the file and the line (a usage error)."""
 
 
 def read_history(path: Path) -> list[dict[str, Any]]:
-    """Every readable line of a history file, oldest first (a torn last line is skipped)."""
-    runs = []
+    """Every line of a history file, oldest first. A torn line (a run stopped while writing it: an
+    object begun and not ended) is skipped; any other unreadable line (bad bytes, not JSON,
+    nested too deep) is a `HistoryError` naming the file and the line, never a crash of the run."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        data = path.read_bytes()
     except OSError:
         return []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
+    runs = []
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
             continue
+        try:
+            text = raw.decode("utf-8")
+            entry = load_json(text)
+        except UnicodeDecodeError as error:
+            raise HistoryError(f"history file {path}:{number}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        except json.JSONDecodeError as error:
+            if text.lstrip().startswith("{") and not text.rstrip().endswith("}"):
+                continue  # torn: a run stopped while writing it (every line written is one whole object)
+            raise HistoryError(f"history file {path}:{number}: not JSON ({error.msg}, column {error.colno})") from None
+        except ValueError as error:  # nested too deep
+            raise HistoryError(f"history file {path}:{number}: {error}") from None
         if isinstance(entry, dict) and isinstance(entry.get("run"), dict):
             runs.append(entry)
     return runs

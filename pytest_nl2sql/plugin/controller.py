@@ -84,7 +84,9 @@ class Controller:
         self.summary = finished.summary
         self.messages += finished.messages
         self.failures += finished.failures
-        if self.failures and session.exitstatus == pytest.ExitCode.OK:
+        if finished.usage_error and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        elif self.failures and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
