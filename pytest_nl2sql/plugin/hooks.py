@@ -39,6 +39,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("help", False) or config.getoption("version", False):
+        return  # `pytest --help` runs this too: a baseline not written yet is no reason to refuse help
     try:
         settings = read_settings(config)
         pipeline = make_pipeline(settings, config)  # a bad predictions or baseline file: one usage error
