@@ -65,9 +65,27 @@ def test_a_hook_that_exits_is_the_model_s_failure_and_its_case_stays(shop: pytes
 
 def test_history_keeps_one_line_per_run(shop: pytest.Pytester) -> None:
     shop.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=one")
-    shop.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=two", "-k", "not b")
+    shop.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=two")
     lines = [json.loads(line) for line in (shop.path / "h.jsonl").read_text().splitlines()]
-    assert [(entry["run"]["label"], entry["summary"]["accuracy"]) for entry in lines] == [("one", 2 / 3), ("two", 1.0)]
+    assert [(entry["run"]["label"], entry["summary"]["accuracy"]) for entry in lines] == [("one", 2 / 3), ("two", 2 / 3)]
+
+
+def test_a_partial_run_neither_enters_the_history_nor_fails_thresholds_on_buckets_it_did_not_select(
+        shop: pytest.Pytester) -> None:
+    """`-k` runs other cases than a full run: as a point of the trend it would show a change no
+    model made, and a threshold on a tag none of the selected cases has is not its to check."""
+    write_suite(shop.path, [{**CASES[0], "tags": ["joins"]}, *CASES[1:]], database="shop.sqlite")
+    shop.makeini("[pytest]\nnl2sql_fail_under = tag:joins=0.5\n")
+    shop.runpytest("--nl2sql-history=h.jsonl").assert_outcomes(passed=2, failed=1)
+    partial = shop.runpytest("--nl2sql-history=h.jsonl", "shop.nl2sql.yaml::c")
+    partial.assert_outcomes(passed=1)
+    assert partial.ret == pytest.ExitCode.OK  # no "no case has tag 'joins'"
+    partial.stdout.fnmatch_lines(["history: *h.jsonl not appended to (a partial run*"])
+    assert len((shop.path / "h.jsonl").read_text().splitlines()) == 1
+    assert shop.runpytest("shop.nl2sql.yaml::a", "shop.nl2sql.yaml::c").ret == pytest.ExitCode.OK  # the selected bucket is checked
+    write_suite(shop.path, [CASES[0], {**CASES[1], "tags": ["joins"]}, CASES[2]], database="shop.sqlite")
+    failing = shop.runpytest("shop.nl2sql.yaml::b")
+    failing.stdout.fnmatch_lines(["nl2sql: tag 'joins' accuracy 0.000 (0/1) is below --nl2sql-fail-under=tag:joins=0.5"])
 
 
 @pytest.mark.parametrize(("content", "problem"), [

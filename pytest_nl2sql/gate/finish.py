@@ -34,6 +34,7 @@ class Gate:
     baseline_path: Path | None = None
     update_baseline: bool = False
     full_run: bool = False  # every case of the files that ran: an update forgets deleted cases
+    selected: bool = False  # a pytest run of some cases only (-k, -m, node ids): no history line, no empty-bucket gate
     record: Path | None = None
     history: Path | None = None
     reports: Sequence[tuple[str, Path]] = ()  # (format, path)
@@ -66,8 +67,11 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
     usage_error = False
     if gate.history is not None:
         try:
-            append_history(gate.history, run, summary)
-            messages.append(f"history: {gate.history} (+1 run)")
+            if not gate.selected:
+                append_history(gate.history, run, summary)
+                messages.append(f"history: {gate.history} (+1 run)")
+            else:  # a trend of runs over different cases would show changes no model made
+                messages.append(f"history: {gate.history} not appended to (a partial run: -k, -m or node ids)")
         except OSError as e:
             failures.append(f"nl2sql: cannot append to the history {gate.history}: {e}")
         try:
@@ -86,7 +90,7 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
                 messages.append(f"{fmt} report: {written}")
         except OSError as e:  # one unwritable report must not cost the others or the thresholds
             failures.append(f"nl2sql: {e}")
-    failures += check_thresholds(gate.fail_under, summary)
+    failures += check_thresholds(gate.fail_under, summary, partial=gate.selected)
     return Finished(summary, report, messages, failures, usage_error)
 
 

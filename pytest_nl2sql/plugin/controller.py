@@ -77,7 +77,7 @@ class Controller:
         )
         gate = Gate(
             rootdir=rootdir, baseline=self.baseline, baseline_path=settings.baseline,
-            update_baseline=settings.update_baseline, full_run=_full_run(session), record=settings.record,
+            update_baseline=settings.update_baseline, full_run=_full_run(session), selected=not _full_run(session), record=settings.record,
             history=settings.history, reports=[(r.format, r.path) for r in settings.reports], fail_under=settings.fail_under,
         )
         finished = finish_run(list(self.results.values()), self.run, gate)
