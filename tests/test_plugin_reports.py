@@ -55,7 +55,7 @@ CSV_COLUMNS = [
     "id", "nodeid", "file", "kind", "question", "database", "hardness", "tags", "verdict", "passed", "reason",
     "gold", "predicted", "exact_match", "macro_precision", "macro_recall", "baseline", "latency",
     "missing_rows", "extra_rows", "near_miss", "predicted_result", "column_precision", "column_recall",
-    "column_f1", "row_precision", "row_recall", "row_f1",
+    "column_f1", "row_precision", "row_recall", "row_f1", "run_label", "run_started", "run_commit",
 ]
 GREEN, RED, YELLOW = "C6EFCE", "FFC7CE", "FFEB9C"
 
@@ -281,3 +281,22 @@ def test_xlsx_of_a_spider_dev_run(pytester: pytest.Pytester, spider_dir: Path) -
     _, failures = table(wb["Failures"])
     assert list(failures) == [i["id"] for i in report["items"] if not i["passed"]]
     assert result.ret == (pytest.ExitCode.OK if not failures else pytest.ExitCode.TESTS_FAILED)
+
+
+def test_every_report_says_which_run_it_describes(pytester: pytest.Pytester) -> None:
+    """`--nl2sql-label` (the model, the prompt) reaches md, csv and xlsx too, with the start and
+    the commit: a report read without its command line still says what it is."""
+    import csv as csv_module
+
+    openpyxl = pytest.importorskip("openpyxl")
+    make_shop(pytester.path)
+    write_suite(pytester.path, [{"id": "a", "gold": "SELECT 1", "predicted": "SELECT 1"}], database="shop.sqlite")
+    pytester.runpytest("--nl2sql-label=gpt-x prompt 7", "--nl2sql-report=md:r.md", "--nl2sql-report=csv:r.csv",
+                       "--nl2sql-report=xlsx:r.xlsx")
+    assert "Run: **gpt-x prompt 7** · started " in (pytester.path / "r.md").read_text()
+    with open(pytester.path / "r.csv", newline="", encoding="utf-8") as handle:
+        (row,) = list(csv_module.DictReader(handle))
+    assert row["run_label"] == "gpt-x prompt 7" and row["run_started"].endswith("+00:00")
+    sheet = openpyxl.load_workbook(pytester.path / "r.xlsx")["Statistics"]
+    pairs = {sheet.cell(r, 1).value: sheet.cell(r, 2).value for r in range(1, sheet.max_row + 1)}
+    assert pairs["label (--nl2sql-label)"] == "gpt-x prompt 7" and pairs["engine"] == "per case"

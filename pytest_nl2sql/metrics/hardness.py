@@ -235,7 +235,7 @@ def tree_counts(tree: exp.Expression) -> tuple[int, int, int]:
             tree = tree.this
         elif isinstance(tree, exp.SetOperation):  # A UNION B EXCEPT C: A, and one nested query
             compound = True
-            tree = tree.left
+            tree = tree.args.get("this")  # not `.left`, which raises TypeError when a side is no query (`0 UNION SELECT`)
         else:
             break
     if not isinstance(tree, exp.Select) or not tree.expressions:

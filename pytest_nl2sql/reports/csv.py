@@ -29,8 +29,10 @@ COLUMNS = (
     "passed", "reason", "gold", "predicted", "exact_match", "macro_precision", "macro_recall",
     "baseline", "latency", "missing_rows", "extra_rows", "near_miss", "predicted_result",
     "column_precision", "column_recall", "column_f1", "row_precision", "row_recall", "row_f1",
+    "run_label", "run_started", "run_commit",
 )
-SOFT_SCORE_COLUMNS = COLUMNS[-6:]  # the item's `soft_scores`, one column each
+SOFT_SCORE_COLUMNS = COLUMNS[-9:-3]  # the item's `soft_scores`, one column each
+RUN_COLUMNS = {"run_label": "label", "run_started": "started", "run_commit": "git_commit"}  # the run's, on every row: runs concatenate
 CORRECT_HEADER = "instance_id"
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -66,7 +68,7 @@ def _cell(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _row(item: Mapping[str, Any]) -> list[str]:
+def _row(item: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> list[str]:
     ts = item.get("term_selection") or {}
     diff = item.get("diff") or {}
 
@@ -86,6 +88,7 @@ def _row(item: Mapping[str, Any]) -> list[str]:
         "missing_rows": count("missing"),
         "extra_rows": count("extra"),
         **(item.get("soft_scores") or {}),
+        **{column: (run or {}).get(key) for column, key in RUN_COLUMNS.items()},
     }
     return [_cell(values[key]) for key in COLUMNS]
 
@@ -97,7 +100,7 @@ def write_csv(report: Mapping[str, Any], path: Path) -> list[Path]:
     with _open(path) as f:
         writer = csv.writer(f)
         writer.writerow(COLUMNS)
-        writer.writerows(_row(item) for item in items)
+        writer.writerows(_row(item, report.get("run")) for item in items)
     correct = correct_ids_path(path)
     with _open(correct) as f:
         writer = csv.writer(f)

@@ -73,6 +73,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     items: Sequence[Mapping[str, Any]] = report.get("items") or []
     blocks = [
         _headline(summary),
+        _run_line(report.get("run")),
         _other_metrics(summary, items),
         _errors(items),
         _baseline(summary.get("baseline")),
@@ -155,6 +156,24 @@ def _latency_of(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """For reports whose summary lacks `latency`: the same figures from the items."""
     latencies = [item["latency"] for item in items if isinstance(item.get("latency"), (int, float))]
     return {"count": len(latencies), **latency_percentiles(latencies)} if latencies else None
+
+
+def _run_line(run: Mapping[str, Any] | None) -> str:
+    """Which model and run the comment describes: label, start, commit, engine."""
+    if not run:
+        return ""
+    parts = []
+    if run.get("label"):
+        parts.append(f"**{_inline(run['label'])}**")
+    if run.get("started"):
+        parts.append(f"started {_inline(run['started'])}")
+    if run.get("git_commit"):
+        parts.append(f"commit {_code(str(run['git_commit'])[:12])}")
+    if run.get("engine"):
+        parts.append(f"engine {_code(str(run['engine']))}")
+    if run.get("complete") is False:
+        parts.append("**interrupted** (not every case ran)")
+    return "Run: " + " · ".join(parts) if parts else ""
 
 
 def _relative(path: str) -> str:

@@ -456,8 +456,15 @@ def _interval(bucket: Mapping[str, Any]) -> list[Any]:
     return list(bounds) if bounds else [None, None]
 
 
-def _write_statistics(ws: Worksheet, summary: Mapping[str, Any]) -> None:
+def _write_statistics(ws: Worksheet, summary: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> None:
     out = _Cursor(ws)
+    if run:  # which model and run the figures describe (a spreadsheet travels without its command line)
+        out.title("Run")
+        out.pair("label (--nl2sql-label)", run.get("label") or "")
+        out.pair("started", run.get("started"))
+        out.pair("git commit", run.get("git_commit") or "")
+        out.pair("engine", run.get("engine"))
+        out.pair("complete", "yes" if run.get("complete", True) else "no (interrupted)")
     out.title("Execution accuracy")
     total, errors = summary.get("total"), summary.get("errors") or 0
     out.pair("cases", total)
@@ -730,7 +737,7 @@ def write_xlsx(report: Mapping[str, Any], path: Path) -> list[Path]:
     overview = wb.active
     overview.title = OVERVIEW
     _write_table(overview, OVERVIEW_COLUMNS, items)
-    _write_statistics(wb.create_sheet(STATISTICS), summary)
+    _write_statistics(wb.create_sheet(STATISTICS), summary, report.get("run"))
     shown = trend(report, MAX_TREND_RUNS)
     if shown is not None:
         _write_trend(wb.create_sheet(TREND), shown)
