@@ -109,3 +109,21 @@ def test_a_password_in_a_case_s_database_url_is_shown_nowhere(pytester: pytest.P
     for name in ("j.xml", "r.json", "r.md", "r.csv", "h.jsonl"):
         assert "s3cretPassw0rd" not in (pytester.path / name).read_text(), name
     assert read_report(pytester.path / "r.json")["items"][0]["database"] == "postgresql://nl2sql_user:***@127.0.0.1:1/nowhere"
+
+
+def test_under_a_dsn_a_failure_names_the_database_the_case_ran_on(pytester: pytest.Pytester) -> None:
+    """The item keeps `database` (the case's own name, the `by_database` key) and adds `ran_on`;
+    the failure text names where the case ran."""
+    make_shop(pytester.path, "elsewhere.sqlite")
+    make_shop(pytester.path)
+    write_suite(pytester.path, [{"id": "w", "gold": "SELECT count(*) FROM item", "predicted": "SELECT 0"}],
+                database="shop.sqlite")
+    dsn = f"sqlite:///{(pytester.path / 'elsewhere.sqlite').as_posix()}"
+    result = pytester.runpytest(f"--nl2sql-dsn={dsn}", "--nl2sql-report=json:r.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["ran on: sqlite:///*elsewhere.sqlite (the case names shop.sqlite)"])
+    (item,) = read_report(pytester.path / "r.json")["items"]
+    assert item["database"] == "shop.sqlite" and item["ran_on"].endswith("elsewhere.sqlite")
+    plain = pytester.runpytest("--nl2sql-report=json:p.json")  # without a dsn: no ran_on
+    plain.stdout.fnmatch_lines(["database: shop.sqlite"])
+    assert "ran_on" not in read_report(pytester.path / "p.json")["items"][0]

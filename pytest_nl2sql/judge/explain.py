@@ -45,7 +45,9 @@ def _header(case: Case, file: str, result: CaseResult) -> list[str]:
     lines = [f"nl2sql case {case.id} [{where}]: {result.verdict.value}{reason}"]
     if case.question:
         lines.append(f"question: {case.question}")
-    if case.database:
+    if result.ran_on:  # --nl2sql-dsn: the failure happened there, not on the suite's database
+        lines.append(f"ran on: {result.ran_on}" + (f" (the case names {case.database})" if case.database else ""))
+    elif case.database:
         lines.append(f"database: {case.database}")
     return lines
 

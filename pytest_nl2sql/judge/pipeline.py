@@ -26,6 +26,7 @@ from pytest_nl2sql.engines import EngineCache
 from pytest_nl2sql.engines.base import ConnectionLost, DatabaseMissing, Engine, EngineError, Limits, text_errors_for
 from pytest_nl2sql.engines.url import EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import Baseline, classify
+from pytest_nl2sql.gate.run import engine_label
 from pytest_nl2sql.judge import explain, on_neighbours
 from pytest_nl2sql.judge.compare import CompareOptions
 from pytest_nl2sql.judge.execute import (
@@ -495,8 +496,14 @@ class Pipeline:
         return CaseResult(
             id=case.id, nodeid=label.nodeid, file=label.file, position=label.position, kind=kind,
             verdict=verdict, question=case.question, database=case.database,
-            gold=case.gold_value if kind is Kind.SQL else None, hardness=hardness, tags=case.tags, **fields,
+            gold=case.gold_value if kind is Kind.SQL else None, hardness=hardness, tags=case.tags,
+            ran_on=self._ran_on if kind is Kind.SQL else None, **fields,
         )
+
+    @functools.cached_property
+    def _ran_on(self) -> str | None:
+        """Under --nl2sql-dsn, where every SQL case runs (password masked): the item's `ran_on`."""
+        return engine_label(self.options.dsn) if self.options.dsn else None
 
     def _with_baseline(self, result: CaseResult, case: Case) -> CaseResult:
         """The baseline status, decided once, here (the controller only counts them). The case is

@@ -42,6 +42,7 @@ class CaseResult:
     predicted_result: str | None = None  # the CSV file given as the prediction, instead of SQL
     neighbours: dict[str, int] | None = None  # {"checked", "failed"}: a prediction right on its own database, on the others
     gold_warnings: tuple[str, ...] = ()  # why the gold is nondeterministic (a LIMIT cutting a tie, ...)
+    ran_on: str | None = None  # under --nl2sql-dsn: the database the case ran on (password masked)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -75,6 +76,7 @@ class CaseResult:
             "predicted_result": self.predicted_result,
             "neighbours": self.neighbours,
             "gold_warnings": list(self.gold_warnings),
+            **({"ran_on": self.ran_on} if self.ran_on else {}),
             "kind": self.kind.value,
             "position": self.position,
             "partial": self.partial,
@@ -113,6 +115,7 @@ class CaseResult:
             predicted_result=data.get("predicted_result"),
             neighbours=data.get("neighbours"),
             gold_warnings=tuple(data.get("gold_warnings") or ()),
+            ran_on=data.get("ran_on"),
             extra=data.get("extra") or {},
         )
 
