@@ -49,9 +49,7 @@ def postgres_role_sql(database: str, role: str) -> str:
     return "\n".join([
         f"-- run as a superuser, connected to the database {database}",
         f"CREATE ROLE {r} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS;  -- add PASSWORD '...' unless trust/peer auth",
-        f"REVOKE ALL ON DATABASE {d} FROM PUBLIC;",
         f"GRANT CONNECT ON DATABASE {d} TO {r};",
-        "REVOKE CREATE ON SCHEMA public FROM PUBLIC;",
         f"GRANT USAGE ON SCHEMA public TO {r};",
         f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {r};",
         f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {r};",
@@ -60,6 +58,11 @@ def postgres_role_sql(database: str, role: str) -> str:
         f"ALTER ROLE {r} SET default_transaction_read_only = on;",
         f"ALTER ROLE {r} SET statement_timeout = '60s';",
         f"-- then: --nl2sql-dsn=postgresql://{role}@HOST/{database} (log in as the role itself, never SET ROLE)",
+        "-- Not printed as statements: REVOKE ... FROM PUBLIC on the database or schema public. They take",
+        "-- what every other user holds through PUBLIC (connecting, temporary tables, creating in public):",
+        "-- on a database shared with others that locks them out. On a copy only this role reads, you may add",
+        f"--   REVOKE ALL ON DATABASE {d} FROM PUBLIC;  REVOKE CREATE ON SCHEMA public FROM PUBLIC;",
+        "-- (the role's sessions are read-only either way: default_transaction_read_only and the plugin's own).",
     ])
 
 

@@ -12,6 +12,9 @@ def test_postgres_role_sql_names_the_database_and_revokes_signals() -> None:
     sql = readonly_role("postgresql://admin@127.0.0.1/shop", "reader")
     assert 'GRANT CONNECT ON DATABASE "shop" TO "reader";' in sql
     assert "pg_terminate_backend" in sql and "REVOKE" in sql and "SUPERUSER" in sql
+    statements = [line for line in sql.splitlines() if not line.startswith("--")]
+    # nothing that takes from every other user of a shared database what they hold through PUBLIC
+    assert not [s for s in statements if "FROM PUBLIC" in s and ("ON DATABASE" in s or "ON SCHEMA" in s)]
 
 
 def test_mysql_role_sql_grants_select_only() -> None:
