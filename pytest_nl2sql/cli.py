@@ -27,7 +27,9 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from pytest_nl2sql.cases.parse import load_json
 from pytest_nl2sql.engines.url import EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import classify, key_relative_to, load_baseline
 from pytest_nl2sql.gate.finish import Finished, Gate, finish_run
@@ -93,10 +95,10 @@ def merge_reports(paths: Sequence[Path], gate: Gate) -> Finished:
     results: dict[str, CaseResult] = {}
     runs = []
     for path in paths:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = _read_shard(Path(path))
         runs.append(data.get("run") or {})
-        for item in data.get("items", []):
-            result = CaseResult.from_json(item)
+        for number, item in enumerate(data["items"]):
+            result = _shard_item(Path(path), number, item)
             results[result.nodeid] = result
     started = min((r["started"] for r in runs if r.get("started")), default=utc_now().isoformat(timespec="seconds"))
     run = RunInfo(
@@ -106,6 +108,7 @@ def merge_reports(paths: Sequence[Path], gate: Gate) -> Finished:
         engine=next((r["engine"] for r in runs if r.get("engine")), PER_CASE),
         complete=all(r.get("complete", True) for r in runs), options={**(runs[0].get("options") or {}), "shards": len(runs)},
     )
+    differences = _shard_differences(runs, paths)
     if gate.baseline is not None:  # shards run without the baseline: classify as one run would
         folder = Path(gate.baseline.path).resolve().parent
         for nodeid, result in results.items():
@@ -114,7 +117,53 @@ def merge_reports(paths: Sequence[Path], gate: Gate) -> Finished:
                 status = classify(entry, result.passed)
                 if status is not None:
                     results[nodeid] = result.replace(baseline=status.value)
-    return finish_run(list(results.values()), run, gate)
+    finished = finish_run(list(results.values()), run, gate)
+    finished.messages[:0] = differences
+    return finished
+
+
+class ShardError(ValueError):
+    """A file given to merge-reports that is not a JSON report of this plugin: names it and why."""
+
+
+def _read_shard(path: Path) -> dict[str, Any]:
+    try:
+        data = load_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ShardError(f"{path}: cannot be read ({e})") from None
+    except ValueError as e:
+        raise ShardError(f"{path}: not JSON ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("items"), list) or not isinstance(data.get("run") or {}, dict):
+        raise ShardError(f"{path}: not a JSON report of pytest-nl2sql (no `items` list)")
+    return data
+
+
+def _shard_item(path: Path, number: int, item: Any) -> CaseResult:
+    """One item of a shard, checked: a string where a list belongs would split into letters."""
+    where = f"{path}: item {number + 1}"
+    if not isinstance(item, dict):
+        raise ShardError(f"{where}: not an object")
+    if not isinstance(item.get("tags") or [], list) or not all(isinstance(t, str) for t in item.get("tags") or []):
+        raise ShardError(f"{where}: `tags` must be a list of strings, not {item.get('tags')!r:.60}")
+    try:
+        return CaseResult.from_json(item)
+    except KeyError as e:
+        raise ShardError(f"{where}: no {e}") from None
+    except (ValueError, TypeError) as e:
+        raise ShardError(f"{where}: {e}") from None
+
+
+def _shard_differences(runs: Sequence[dict[str, Any]], paths: Sequence[Path]) -> list[str]:
+    """Warnings when shards do not look like parts of one run: another label, other options."""
+    warnings = []
+    for key, what in (("label", "labels"), ("options", "options")):
+        seen = {json.dumps((run.get(key) if key != "options" else {k: v for k, v in (run.get(key) or {}).items()
+                                                                          if k != "shards"}), sort_keys=True, default=str)
+                for run in runs}
+        if len(seen) > 1:
+            listed = ", ".join(f"{Path(p).name}: {json.dumps(run.get(key), default=str)[:80]}" for p, run in zip(paths, runs))
+            warnings.append(f"warning: the shards differ in their {what} ({listed}): are they one run?")
+    return warnings
 
 
 def _merge_command(args: argparse.Namespace) -> int:
@@ -132,6 +181,9 @@ def _merge_command(args: argparse.Namespace) -> int:
                 update_baseline=args.update_baseline, full_run=args.update_baseline, reports=reports, fail_under=thresholds)
     try:
         finished = merge_reports([Path(p) for p in args.reports], gate)
+    except ShardError as e:  # a malformed shard: named, exit 2 (not the failed gate's 1, not a traceback)
+        print(f"nl2sql: cannot merge the reports: {e}", file=sys.stderr)
+        return 2
     except (OSError, ValueError, KeyError) as e:
         print(f"nl2sql: cannot merge the reports: {e}", file=sys.stderr)
         return 4

@@ -56,3 +56,25 @@ def test_merged_shards_are_one_run(pytester) -> None:  # type: ignore[no-untyped
     assert without_timings(merged) == without_timings(one)
     assert (pytester.path / "merged.csv").read_text() == (pytester.path / "one.csv").read_text()
     assert merged["run"]["options"]["shards"] == 2
+
+
+def test_merge_reports_refuses_a_malformed_shard_and_warns_on_shards_of_other_runs(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    item = {"id": "a", "nodeid": "s.yaml::a", "file": "s.yaml", "verdict": "pass", "passed": True, "tags": ["x"]}
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"run": {"label": "m1", "options": {"timeout": 30}}, "items": [item]}))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"run": {"label": "m2", "options": {"timeout": 5}}, "items": [{**item, "id": "b", "nodeid": "s.yaml::b"}]}))
+    for name, content, problem in [
+        ("broken.json", "{not json", "broken.json: not JSON"),
+        ("list.json", "[1, 2]", "list.json: not a JSON report"),
+        ("tags.json", json.dumps({"items": [{**item, "tags": "joins"}]}), "tags.json: item 1: `tags` must be a list"),
+        ("noid.json", json.dumps({"items": [{"verdict": "pass"}]}), "noid.json: item 1: no 'id'"),
+    ]:
+        (tmp_path / name).write_text(content)
+        assert main(["merge-reports", str(good), str(tmp_path / name), f"--rootdir={tmp_path}"]) == 2, name
+        assert problem in capsys.readouterr().err
+    assert main(["merge-reports", str(good), str(other), f"--rootdir={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert "the shards differ in their labels" in out and "the shards differ in their options" in out
