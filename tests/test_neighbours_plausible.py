@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import make_db
 from pytest_nl2sql.cases.read import Case
 from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
 from pytest_nl2sql.neighbours import neighbours_for
@@ -29,8 +30,7 @@ def _world(path: Path) -> Path:
     """What Spider's databases show without declaring it: names unique, every country on a
     continent that exists (no foreign key declared), every continent with a country, a category
     spelled one way, a name with its code, a link table holding no row twice."""
-    with sqlite3.connect(path) as connection:
-        connection.executescript("""
+    make_db(path, """
             CREATE TABLE continent(id INTEGER PRIMARY KEY, name TEXT);
             CREATE TABLE country(code TEXT PRIMARY KEY, name TEXT, continent INTEGER, kind TEXT, population INTEGER);
             CREATE TABLE city(id INTEGER PRIMARY KEY, name TEXT, country TEXT REFERENCES country(code));
@@ -43,7 +43,6 @@ def _world(path: Path) -> Path:
                 (5, 'Nairobi', 'KEN'), (6, 'Madrid', 'ESP');
             INSERT INTO visit VALUES (1, 2001), (1, 2002), (3, 2001), (4, 2003), (6, 2003);
         """)
-    connection.close()
     return path
 
 
@@ -75,12 +74,10 @@ def test_the_invariants_a_database_shows_are_learned(world: Path) -> None:
 
 def test_a_literal_that_names_one_row_is_kept_to_one(tmp_path: Path) -> None:
     path = tmp_path / "school.sqlite"
-    with sqlite3.connect(path) as connection:
-        connection.executescript("""
+    make_db(path, """
             CREATE TABLE student(id INTEGER PRIMARY KEY, name TEXT, grade INTEGER);
             INSERT INTO student VALUES (1, 'Kyle', 9), (2, 'Jordan', 10), (3, 'Jordan', 11), (4, 'Ann', 9);
         """)
-    connection.close()
     found = neighbours_for(path, ["SELECT grade FROM student WHERE name = 'Kyle'"], 3, cache_dir=tmp_path / "cache")
     once = [i for i in found[0].invariants if i.kind is InvariantKind.ONCE]
     assert [(i.column, i.values) for i in once] == [("name", ("Kyle",))]
@@ -157,15 +154,13 @@ def test_a_gold_that_cuts_a_tie_inside_a_subquery_does_not_fail_the_prediction(t
     """'the stadium with the highest capacity': the gold's `LIMIT 1` picks one of two stadiums at
     the top capacity, the prediction counts both: fragile (the gold's answer is the database's pick)."""
     path = tmp_path / "concerts.sqlite"
-    with sqlite3.connect(path) as connection:
-        connection.executescript("""
+    make_db(path, """
             CREATE TABLE stadium(id INTEGER PRIMARY KEY, name TEXT, capacity INTEGER);
             CREATE TABLE concert(id INTEGER PRIMARY KEY, stadium_id INTEGER REFERENCES stadium(id));
             INSERT INTO stadium VALUES (1, 'Glebe', 4000), (2, 'Hampden', 52000), (3, 'Balmoor', 2000), (4, 'Ibrox', 51000),
                 (5, 'Tynecastle', 20000), (6, 'Pittodrie', 22000);
             INSERT INTO concert VALUES (1, 2), (2, 2), (3, 1), (4, 4), (5, 3), (6, 6);
         """)
-    connection.close()
     case = _case(path, "SELECT count(*) FROM concert WHERE stadium_id = (SELECT id FROM stadium ORDER BY capacity DESC LIMIT 1)",
                  "SELECT count(*) FROM concert AS c JOIN stadium AS s ON c.stadium_id = s.id WHERE s.capacity = (SELECT max(capacity) FROM stadium)")
     result = Pipeline(RunOptions(cache_dir=tmp_path / "cache")).evaluate(case, LABEL).result
@@ -230,14 +225,12 @@ def test_a_gold_except_over_names_that_two_students_share_is_the_fragile_query(t
     from pytest_nl2sql.judge.fragile_gold import why_gold_is_fragile
 
     path = tmp_path / "school.sqlite"
-    with sqlite3.connect(path) as connection:
-        connection.executescript("""
+    make_db(path, """
             CREATE TABLE student(id INTEGER PRIMARY KEY, name TEXT);
             CREATE TABLE friend(student_id INTEGER REFERENCES student(id), friend_id INTEGER REFERENCES student(id));
             INSERT INTO student VALUES (1, 'Jordan'), (2, 'Jordan'), (3, 'Ann'), (4, 'Dee');
             INSERT INTO friend VALUES (1, 3), (3, 1);
         """)
-    connection.close()
     gold = "SELECT name FROM student EXCEPT SELECT s.name FROM friend AS f JOIN student AS s ON f.student_id = s.id"
     keys = frozenset({("student", "id"), ("friend", "student_id"), ("friend", "friend_id")})
     engine = SqliteEngine(path, immutable=True)
@@ -325,12 +318,10 @@ def test_a_like_literal_takes_the_data_s_spelling_an_equality_keeps_its_own(tmp_
     from pytest_nl2sql.neighbours.literals import read_golds
 
     path = tmp_path / "docs.sqlite"
-    with sqlite3.connect(path) as connection:
-        connection.executescript("""
+    make_db(path, """
             CREATE TABLE paragraph(id INTEGER PRIMARY KEY, text TEXT);
             INSERT INTO paragraph VALUES (1, 'Korea'), (2, 'Brazil'), (3, 'English');
         """)
-    connection.close()
     reader = open_source(path, "sqlite")
     try:
         schema = reader.schema()
@@ -346,12 +337,10 @@ def test_the_python_api_takes_the_fragile_policy(tmp_path: Path) -> None:
     from pytest_nl2sql.api import evaluate_suite
 
     path = tmp_path / "shop.sqlite"
-    with sqlite3.connect(path) as connection:
-        connection.executescript("""
+    make_db(path, """
             CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, price REAL);
             INSERT INTO item VALUES (1, 'pen', 1.5), (2, 'mug', 7.0), (3, 'ink', 3.0), (4, 'cap', 9.0);
         """)
-    connection.close()
     suite = tmp_path / "s.nl2sql.yaml"
     suite.write_text("database: shop.sqlite\ncases:\n  - id: distinct\n    gold: SELECT DISTINCT name FROM item\n"
                      "    predicted: SELECT name FROM item\n")
