@@ -212,3 +212,28 @@ def test_new_fields_identical_with_and_without_xdist(shop: pytest.Pytester) -> N
                         data["summary"]["soft_scores"], data["summary"]["near_miss"]))
     assert reports[0] == reports[1]
     assert reports[0][0][1][2] == "order_only"
+
+
+def test_a_result_file_is_capped_before_it_is_held(tmp_path: Path) -> None:
+    """Bytes checked before reading, rows as they are read: a file past either cap is refused
+    without holding it (a 20 MB CSV once took 1.7 GB before the row cap was looked at)."""
+    from pytest_nl2sql.engines.base import Limits
+    from pytest_nl2sql.judge.execute import ResultFileTooLarge, read_result_csv
+
+    path = tmp_path / "big.csv"
+    path.write_text("n\n" + "".join(f"{i}\n" for i in range(5000)))
+    with pytest.raises(ResultFileTooLarge, match="over the size cap of 100"):
+        read_result_csv(path, limits=Limits(max_bytes=100))
+    with pytest.raises(ResultFileTooLarge, match="more than 1000 rows"):
+        read_result_csv(path, limits=Limits(max_rows=1000))
+    assert len(read_result_csv(path, limits=Limits(max_rows=5000)).rows) == 5000
+
+
+def test_a_predicted_result_past_the_row_cap_is_too_many_rows(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    (pytester.path / "pred.csv").write_text("n\n" + "".join(f"{i}\n" for i in range(50)))
+    write_suite(pytester.path, [{"id": "r", "gold": "SELECT 1", "predicted_result": "pred.csv"}], database="shop.sqlite")
+    result = pytester.runpytest("--nl2sql-max-rows=10", "--nl2sql-report=json:r.json")
+    result.assert_outcomes(failed=1)
+    (item,) = read_report(pytester.path / "r.json")["items"]
+    assert item["verdict"] == "too_many_rows" and "more than 10 rows" in item["reason"]

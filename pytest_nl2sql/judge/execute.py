@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
+import os
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -111,7 +112,7 @@ def run_gold(
     """Execute the gold queries (or read the gold CSVs); raise GoldError if any fails, or if
     `compare`'s `condition_cols` names a column that a gold result lacks."""
     if gold_result_files:
-        results = tuple(read_gold_csv(p) for p in gold_result_files)
+        results = tuple(read_gold_csv(p, limits) for p in gold_result_files)
         return _checked(GoldOutcome(results, (), order == "ordered"), compare)
     if spider_compat:
         queries = tuple(compat.spider_prepare("", g)[1] for g in gold)
@@ -198,22 +199,35 @@ class ResultFileError(ValueError):
     """A CSV result file cannot be read; `str()` names the file and what is wrong."""
 
 
-def read_gold_csv(path: Path) -> QueryResult:
+def read_gold_csv(path: Path, limits: Limits = Limits()) -> QueryResult:
     """A gold result stored as CSV (`read_result_csv`); a file that cannot be read is a GoldError."""
     try:
-        return read_result_csv(path, "gold_result")
+        return read_result_csv(path, "gold_result", limits)
     except ResultFileError as e:
         raise GoldError(str(e)) from e
 
 
-def read_result_csv(path: Path, what: str = "result file") -> QueryResult:
+class ResultFileTooLarge(ResultFileError):
+    """A result file past the byte or row cap: refused before it is held (`too_many_rows`)."""
+
+
+def read_result_csv(path: Path, what: str = "result file", limits: Limits = Limits()) -> QueryResult:
     """A query result stored as CSV: the header row names the columns; each cell is typed as a user
     would expect (`typed_cell`): an empty cell is NULL, numeric text a number, ISO dates and
     timestamps dates and timestamps, anything else text. In a one-column file a blank line inside
-    the file is a NULL row. Raises `ResultFileError` naming the file."""
+    the file is a NULL row. Raises `ResultFileError` naming the file; `ResultFileTooLarge` for a
+    file over `limits.max_bytes` (checked before reading) or a row past `limits.max_rows` (checked
+    as the rows are read, so nothing past the cap is held)."""
     try:
+        size = os.path.getsize(path)
+        if size > limits.max_bytes:
+            raise ResultFileTooLarge(f"{what} {path} is {size} bytes, over the size cap of {limits.max_bytes}")
+        lines = []
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            lines = list(csv.reader(handle))
+            for line in csv.reader(handle):
+                lines.append(line)
+                if len(lines) > limits.max_rows + 1:  # the header, then the cap
+                    raise ResultFileTooLarge(f"{what} {path} holds more than {limits.max_rows} rows, over the row cap")
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise ResultFileError(f"cannot read {what} {path}: {e}") from e
     if not lines:

@@ -34,6 +34,7 @@ from pytest_nl2sql.judge.execute import (
     GoldOutcome,
     Judgement,
     ResultFileError,
+    ResultFileTooLarge,
     execute_once_more_if_lost,
     judge,
     judge_result,
@@ -378,11 +379,11 @@ class Pipeline:
     def _judge_result_file(self, case: Case, predicted: PredictedResult, gold: GoldOutcome) -> Judgement:
         """A prediction given as a CSV result: read (typed, as gold CSVs are) and compared."""
         try:
-            result = read_result_csv(predicted.path, "predicted_result")
+            result = read_result_csv(predicted.path, "predicted_result", self.options.limits)
+        except ResultFileTooLarge as e:
+            return Judgement(Verdict.TOO_MANY_ROWS, str(e))
         except ResultFileError as e:
             return Judgement(Verdict.PRED_ERROR, str(e))
-        if len(result.rows) > self.options.limits.max_rows:
-            return Judgement(Verdict.TOO_MANY_ROWS, f"{predicted.path} holds {len(result.rows)} rows, over the row cap of {self.options.limits.max_rows}")
         spider = self.spider_mode(case)
         options = CompareOptions.from_mapping({**(case.compare or {}), **({"mode": "spider"} if spider else {})})
         return judge_result(result, gold, options, fingerprint=self.options.fingerprints)
