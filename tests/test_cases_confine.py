@@ -100,3 +100,37 @@ def test_without_confine_nothing_is_refused(layout: tuple[Path, Path]) -> None:
     path.write_text(f"database: {outside}/d.sqlite\ngold_result: {outside}/gold.csv\n")
     (entry,) = load_case_file(path)
     assert isinstance(entry, Case)
+
+
+def test_confine_holds_through_folders_of_databases_and_predictions_folders(pytester) -> None:  # type: ignore[no-untyped-def]
+    """A symlink inside a folder of databases, or inside a predictions folder, that points out of
+    the tree is not followed under --nl2sql-confine: nothing outside the rootdir is read."""
+    import shutil
+
+    from helpers import make_shop, read_report, write_suite
+
+    outside = pytester.path.parent / f"{pytester.path.name}-outside"
+    outside.mkdir()
+    make_shop(outside, "secret.sqlite")
+    (outside / "secret.csv").write_text("name\nthe secret\n")
+    folder = pytester.path / "db" / "shop"
+    folder.mkdir(parents=True)
+    make_shop(folder, "shop.sqlite")
+    (folder / "other.sqlite").symlink_to(outside / "secret.sqlite")  # a second database of the folder, outside
+    predictions = pytester.path / "preds"
+    predictions.mkdir()
+    (predictions / "r.csv").symlink_to(outside / "secret.csv")
+    write_suite(pytester.path, [{"id": "f", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) FROM item",
+                                 "database": "db/shop"}], name="folder.nl2sql.yaml")
+    write_suite(pytester.path, [{"id": "r", "gold": "SELECT 'x'", "database": "db/shop/shop.sqlite"}], name="results.nl2sql.yaml")
+    try:
+        pytester.runpytest("--nl2sql-confine", "--nl2sql-predictions=preds", "--nl2sql-report=json:r.json")
+        items = {i["id"]: i for i in read_report(pytester.path / "r.json")["items"]}
+        assert items["f"]["verdict"] == "pass" and items["f"]["neighbours"] is None  # the outside file was not judged on
+        assert items["r"]["verdict"] == "pred_error" and "--nl2sql-confine" in items["r"]["reason"]
+        assert "the secret" not in (pytester.path / "r.json").read_text()
+        pytester.runpytest("--nl2sql-predictions=preds", "--nl2sql-report=json:open.json")  # without the option: followed
+        opened = {i["id"]: i for i in read_report(pytester.path / "open.json")["items"]}
+        assert opened["f"]["neighbours"]["checked"] == 1 and opened["r"]["verdict"] == "mismatch"
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)

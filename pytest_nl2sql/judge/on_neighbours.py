@@ -69,10 +69,13 @@ class DatabaseFolder:
     others: tuple[Path, ...]
 
     @classmethod
-    def read(cls, folder: Path) -> "DatabaseFolder | None":
+    def read(cls, folder: Path, confine: Path | None = None) -> "DatabaseFolder | None":
         """The official layout: `db/<name>/<name>.sqlite` is the database itself (else the first
-        file by name), every other database file in the folder is another database to judge on."""
-        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in _ALL_SUFFIXES)
+        file by name), every other database file in the folder is another database to judge on.
+        `confine` (--nl2sql-confine's root): a file that resolves outside it (a symlink out of the
+        tree) is not one of them."""
+        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in _ALL_SUFFIXES
+                       and (confine is None or Path(os.path.realpath(p)).is_relative_to(confine)))
         if not files:
             return None
         own = next((p for p in files if p.stem == folder.name), files[0])

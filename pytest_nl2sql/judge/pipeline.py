@@ -71,6 +71,7 @@ class RunOptions:
     neighbours: int = DEFAULT_NEIGHBOURS  # --nl2sql-neighbours: generated neighbour databases per case (0: none)
     cache_dir: Path | None = None  # where generated neighbours are kept (None: `default_cache_dir()`)
     fragile: FragilePolicy = FragilePolicy.PASS  # --nl2sql-fragile
+    confine: Path | None = None  # --nl2sql-confine: the resolved root no file read for a case may lie outside
 
 
 @dataclass(frozen=True)
@@ -336,7 +337,7 @@ class Pipeline:
             return None
         if target not in self._folders:
             path = Path(target)
-            self._folders[target] = DatabaseFolder.read(path) if path.is_dir() else None
+            self._folders[target] = DatabaseFolder.read(path, self.options.confine) if path.is_dir() else None
         return self._folders[target]
 
     def _efficiency(self, case: Case, judgement: Judgement, gold: GoldOutcome, engine: Engine) -> Efficiency | None:
@@ -378,6 +379,10 @@ class Pipeline:
 
     def _judge_result_file(self, case: Case, predicted: PredictedResult, gold: GoldOutcome) -> Judgement:
         """A prediction given as a CSV result: read (typed, as gold CSVs are) and compared."""
+        confine = self.options.confine
+        if confine is not None and not Path(os.path.realpath(predicted.path)).is_relative_to(confine):
+            return Judgement(Verdict.PRED_ERROR, f"the predicted result {predicted.path} lies outside the rootdir"
+                                                 f" {confine} (--nl2sql-confine): {os.path.realpath(predicted.path)}")
         try:
             result = read_result_csv(predicted.path, "predicted_result", self.options.limits)
         except ResultFileTooLarge as e:

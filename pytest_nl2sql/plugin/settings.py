@@ -223,6 +223,7 @@ def make_pipeline(settings: Settings, config: Any) -> Pipeline:
         limits=settings.limits, spider_compat=settings.spider_compat, dsn=settings.dsn, db_dir=settings.db_dir,
         fingerprints=settings.baseline is not None, verbosity=config.get_verbosity(), synonyms=settings.synonyms,
         neighbours=settings.neighbours, cache_dir=neighbour_cache_dir(config), fragile=settings.fragile,
+        confine=Path(os.path.realpath(config.rootpath)) if settings.confine else None,
     )
     caller = config.hook.pytest_nl2sql_predict
 
