@@ -13,7 +13,7 @@ children, a second spelling, a value outside a category).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -311,12 +311,12 @@ def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Rand
         busiest = max(_children_of(schema, table, row, rows) for row in candidates)
         original = rng.choice([row for row in candidates if _children_of(schema, table, row, rows) == busiest])
         copy = _fresh_keys(table, original, rows[table.name], keep={invariant.column, *invariant.together}, rng=rng)
-        if kind is not InvariantKind.SPELLING:
-            copy = _otherwise_unlike(table, copy, {invariant.column, *invariant.together}, rows[table.name], literals or {})
         if kind is InvariantKind.SPELLING:
             text = original[position]
             other = text.swapcase() if text.swapcase() != text else text + " "
             copy = copy[:position] + (other,) + copy[position + 1:]
+        else:
+            copy = _otherwise_unlike(table, copy, {invariant.column, *invariant.together}, rows[table.name], literals or {})
         rows[table.name].append(copy)
         _copy_unique_parents(schema, table, original, copy, rows, rng)
         facts = {(i.table, i.column, i.other_column) for i in (observed.of(InvariantKind.FACT) if observed else ())}
@@ -451,7 +451,7 @@ def _copy_unique_parents(schema: Schema, table: Table, original: tuple[Any, ...]
 
 
 def _copy_children(schema: Schema, parent: Table, original: tuple[Any, ...], copy: tuple[Any, ...], rows: Rows,
-                   rng: random.Random, facts: set[tuple[str, str, str]] = frozenset()) -> None:  # type: ignore[assignment]
+                   rng: random.Random, facts: Collection[tuple[str, str, str]] = ()) -> None:
     """The children of `original` (a few) in each child table, copied and pointed at `copy` (a second
     entity of the same name has children of its own, or grouping by name and by key would not differ)."""
     for child in schema.tables:
