@@ -319,7 +319,7 @@ def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Rand
             copy = _otherwise_unlike(table, copy, {invariant.column, *invariant.together}, rows[table.name], literals or {})
         rows[table.name].append(copy)
         _copy_unique_parents(schema, table, original, copy, rows, rng)
-        facts = {(i.table, i.column, i.other_column) for i in (observed.of(InvariantKind.FACT) if observed else ())}
+        facts = [(i.table, i.column, i.other_column) for i in (observed.of(InvariantKind.FACT) if observed else ())]  # in order: each draws from rng
         _copy_children(schema, table, original, copy, rows, rng, facts)
         return rows
     if kind is InvariantKind.NOT_NULL:
