@@ -154,14 +154,16 @@ def _shard_item(path: Path, number: int, item: Any) -> CaseResult:
 
 
 def _shard_differences(runs: Sequence[dict[str, Any]], paths: Sequence[Path]) -> list[str]:
-    """Warnings when shards do not look like parts of one run: another label, other options."""
+    """Warnings when shards do not look like parts of one run: another label, other options (the
+    shard count each writes is not an option)."""
+    shown = {
+        "labels": [run.get("label") for run in runs],
+        "options": [{k: v for k, v in (run.get("options") or {}).items() if k != "shards"} for run in runs],
+    }
     warnings = []
-    for key, what in (("label", "labels"), ("options", "options")):
-        seen = {json.dumps((run.get(key) if key != "options" else {k: v for k, v in (run.get(key) or {}).items()
-                                                                          if k != "shards"}), sort_keys=True, default=str)
-                for run in runs}
-        if len(seen) > 1:
-            listed = ", ".join(f"{Path(p).name}: {json.dumps(run.get(key), default=str)[:80]}" for p, run in zip(paths, runs))
+    for what, values in shown.items():
+        if len({json.dumps(value, sort_keys=True, default=str) for value in values}) > 1:
+            listed = ", ".join(f"{Path(p).name}: {json.dumps(value, default=str)[:80]}" for p, value in zip(paths, values))
             warnings.append(f"warning: the shards differ in their {what} ({listed}): are they one run?")
     return warnings
 

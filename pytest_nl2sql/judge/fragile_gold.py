@@ -13,6 +13,7 @@ nothing about the prediction. Two shapes, read from the gold with sqlglot:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,7 @@ def _shared(engine: Engine, limits: Limits, column: tuple[str, str], dialect: st
     return bool(rows)
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of the text: a shrink asks again for every attempt (the tree is only read)
 def _parse(sql: str, dialect: str | None) -> exp.Expression | None:
     try:
         return sqlglot.parse_one(sql, read=dialect)

@@ -232,14 +232,17 @@ def _remember_pass(path: Path | None, checked: int) -> None:
 
 
 def not_the_prediction_s_fault(database: OtherDatabase, own_gold: GoldOutcome, gold: GoldOutcome, judgement: Judgement,
-                               rules: JudgingRules, limits: Limits, open_engine: Callable[[OtherDatabase], Engine]) -> str | None:
+                               rules: JudgingRules, limits: Limits, open_engine: Callable[[OtherDatabase], Engine],
+                               keys: frozenset[tuple[str, str]] | None = None) -> str | None:
     """Why a difference on a plausible neighbour makes the prediction fragile rather than wrong
-    (`unseen_by_gold`, `fragile_gold.why_gold_is_fragile`), or None: it is a failure."""
+    (`unseen_by_gold`, `fragile_gold.why_gold_is_fragile`), or None: it is a failure. `keys`: the
+    neighbour's key columns when the caller has them (a shrink asks for every attempt of one schema)."""
     why = unseen_by_gold(own_gold, gold, judgement, rules)
     if why is not None or database.generated is None:
         return why
     try:
-        keys = neighbour_keys(database.path, database.kind.value, database.generated.invariants)
+        if keys is None:
+            keys = neighbour_keys(database.path, database.kind.value, database.generated.invariants)
         engine = open_engine(database)
     except (EngineError, OSError, ValueError):
         return None
@@ -353,13 +356,17 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
     tables = [*dict.fromkeys(name for sql in (*rules.golds, predicted) for name in tables_read(sql, rules.dialect))]
     last: list[tuple[GoldOutcome, Judgement]] = []
     real = failure.breaks is None and own_gold is not None
+    keys: list[frozenset[tuple[str, str]]] = []  # the neighbour's key columns, read once: every attempt has its schema
 
     def differs(path: Path) -> bool:
         outcome = _judge_on(predicted, OtherDatabase(path, failure.database.kind, failure.database.label), rules, limits, open_engine)
         if outcome is None or outcome[1].verdict is Verdict.PASS:
             return False
         shrunk = OtherDatabase(path, failure.database.kind, failure.database.label, failure.database.generated)
-        if real and not_the_prediction_s_fault(shrunk, own_gold, *outcome, rules, limits, open_engine) is not None:  # type: ignore[arg-type]
+        if real and shrunk.generated is not None and not keys:
+            keys.append(neighbour_keys(failure.database.path, failure.database.kind.value, shrunk.generated.invariants))
+        if real and not_the_prediction_s_fault(shrunk, own_gold, *outcome, rules, limits, open_engine,  # type: ignore[arg-type]
+                                               keys[0] if keys else None) is not None:
             return False
         last.append(outcome)
         return True

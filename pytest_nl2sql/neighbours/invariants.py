@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from pytest_nl2sql.neighbours.generate import parent_columns
 from pytest_nl2sql.neighbours.literals import GoldFacts
 from pytest_nl2sql.neighbours.schema import INT, TEXT, ForeignKey, Schema, Table, quote
 
@@ -169,7 +170,7 @@ def observe(source: Any, schema: Schema, facts: GoldFacts, structural: Sequence[
             continue  # 'Kyle' names a person; 'LA', found once among four colleges, names no one
         values = hint.value if hint.op == "in" else (hint.value,)
         for value in values:  # type: ignore[union-attr]
-            if table is None or not isinstance(value, str):
+            if not isinstance(value, str):
                 continue
             count = source.connection.execute(
                 f"SELECT count(*) FROM {quote(table.name)} WHERE {quote(hint.column[1])} = ?", [value]).fetchone()[0]
@@ -287,7 +288,7 @@ def _facts(connection: Any, schema: Schema, found: list[Invariant], stats: dict[
                 parents: dict[Any, set[Any]] = {}
                 for name, parent in pairs:
                     parents.setdefault(name, set()).add(parent)
-                kept = tuple((name, next(iter(found))) for name, found in parents.items() if len(found) == 1)
+                kept = tuple((name, next(iter(ids))) for name, ids in parents.items() if len(ids) == 1)
                 if len(kept) >= FACT_SHARE * len(parents):  # one 'volkswagen rabbit' filed under two models is noise
                     made.append(Invariant(InvariantKind.FACT, table.name, column.name, table.name, reference, kept))
     return made
@@ -345,10 +346,9 @@ def _links(connection: Any, schema: Schema, stats: dict[str, dict[str, ColumnSta
     links: list[tuple[str, str, str, str]] = []  # child table, column, parent table, column
     for table in schema.tables:
         for fk in table.foreign_keys:
-            parent = schema.table(fk.parent)
-            referenced = fk.parent_columns or (parent.primary_key if parent is not None else ())
-            if parent is not None and len(fk.columns) == 1 and len(referenced) == 1 and parent.column(referenced[0]) is not None:
-                links.append((table.name, fk.columns[0], parent.name, parent.column(referenced[0]).name))  # type: ignore[union-attr]
+            found_parent = parent_columns(schema, fk)
+            if found_parent is not None and len(fk.columns) == 1:
+                links.append((table.name, fk.columns[0], found_parent[0].name, found_parent[1][0]))
     declared = {(child, column) for child, column, _, _ in links}
     for table in schema.tables:
         own_key = table.primary_key[0] if len(table.primary_key) == 1 else None
