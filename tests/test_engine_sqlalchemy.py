@@ -30,7 +30,7 @@ from pytest_nl2sql.engines import (  # noqa: E402
 )
 from pytest_nl2sql.engines.base import ConnectionLost  # noqa: E402
 from pytest_nl2sql.engines.url import dialect_of, sqlglot_dialect  # noqa: E402
-from servers import postgres_schema  # noqa: E402
+from servers import mariadb_database, postgres_schema  # noqa: E402
 
 LIMITS = Limits(timeout=0.5, max_rows=1_000, max_bytes=1_000_000)
 
@@ -38,6 +38,7 @@ LIMITS = Limits(timeout=0.5, max_rows=1_000, max_bytes=1_000_000)
 # has no native engine for, served by dialects that run on this machine.
 sqlalchemy.dialects.registry.register("nl2sqltest", "sqlalchemy.dialects.sqlite.pysqlite", "SQLiteDialect_pysqlite")
 sqlalchemy.dialects.registry.register("nl2sqlpg", "sqlalchemy.dialects.postgresql.psycopg", "PGDialect_psycopg")
+sqlalchemy.dialects.registry.register("nl2sqlmy", "sqlalchemy.dialects.mysql.pymysql", "MySQLDialect_pymysql")
 
 SCHEMA = """
 CREATE TABLE stadium (stadium_id INTEGER PRIMARY KEY, name TEXT NOT NULL, capacity INTEGER);
@@ -214,3 +215,45 @@ def test_postgres_through_sqlalchemy_reconnects_after_a_killed_backend(pg_engine
     assert pg_engine.execute("SELECT count(*) FROM stadium", LIMITS).rows == [(2,)]
     terminate()  # while idle, between two queries: reopened quietly, the query never ran
     assert pg_engine.execute("SELECT count(*) FROM stadium", LIMITS).rows == [(2,)]
+
+
+@pytest.mark.services
+def test_postgres_through_sqlalchemy_keeps_no_session_state_and_denies_as_natively(
+    pg_engine: Any, pg_urls: tuple[str, Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, admin, _ = pg_urls
+    for sql in ("SELECT pg_advisory_lock(42)", "SELECT * FROM ts_stat('SELECT 1')"):
+        with pytest.raises(QueryError, match="not allowed"):
+            pg_engine.execute(sql, LIMITS)
+    monkeypatch.setattr(sqlalchemy_engine, "check_single_select", _no_token_check)
+    pg_engine.execute("SELECT pg_advisory_lock(4242)", Limits(timeout=30))
+    # a session lock survives a rollback: only a fresh session for the next query ends it
+    assert admin.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242").fetchone() == (0,)
+
+
+@pytest.mark.services
+def test_mariadb_through_a_mysql_dialect_is_contained_as_natively(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A MySQL SQLAlchemy dialect pointed at MariaDB: MariaDB's own time limit (it has no
+    `max_execution_time`), the native deny list, a fresh session per query, and a query that
+    swallowed its cancel (`BENCHMARK` answers 0 to `KILL QUERY`) still a timeout."""
+    with mariadb_database("nl2sql_sa", "CREATE TABLE t (x INTEGER PRIMARY KEY); INSERT INTO t VALUES (1), (2)") as scratch:
+        engine = open_engine(scratch.url.replace("mysql://", "nl2sqlmy://", 1))
+        try:
+            assert engine.containment.timeout is not None
+            assert "max_statement_time" in engine.containment.timeout(1.0)[0]
+            assert engine.execute("SELECT count(*) FROM t", Limits(timeout=30)).rows == [(2,)]
+            with pytest.raises(QueryError, match="not allowed"):
+                engine.execute("SELECT GET_LOCK('nl2sql_sa', 0)", Limits(timeout=30))
+            started = time.monotonic()
+            with pytest.raises(QueryTimeout):
+                engine.execute("SELECT BENCHMARK(2000000000, MD5('x'))", Limits(timeout=1))
+            assert time.monotonic() - started < 20
+            monkeypatch.setattr(sqlalchemy_engine, "check_single_select", _no_token_check)
+            assert engine.execute("SELECT LAST_INSERT_ID(5)", Limits(timeout=30)).rows == [(5,)]
+            assert engine.execute("SELECT LAST_INSERT_ID()", Limits(timeout=30)).rows == [(0,)]
+            engine.execute("SELECT GET_LOCK('nl2sql_sa_lock', 0)", Limits(timeout=30))
+            with scratch.admin.cursor() as cursor:
+                cursor.execute("SELECT IS_FREE_LOCK('nl2sql_sa_lock')")
+                assert cursor.fetchall() == ((1,),)
+        finally:
+            engine.close()

@@ -195,6 +195,23 @@ class TestPostgres:
             assert pg_engine.execute("SELECT x FROM t ORDER BY x", LIMITS).rows == THREE, sql
         assert pg.run("SELECT count(*) FROM t") == [(3,)]
 
+    def test_sql_in_strings_replication_and_privileged_functions_are_refused(
+        self, pg: PgServer, pg_engine
+    ) -> None:
+        """`ts_stat` runs SQL held in a string, unseen by the check; a replication slot outlives
+        the transaction; `pg_stat_reset` is in no list of ours, but the catalogue withholds it
+        from PUBLIC, so it is refused too."""
+        for sql in (
+            "SELECT * FROM ts_stat('SELECT to_tsvector(pg_read_file(''/etc/hostname''))')",
+            "SELECT ts_rewrite(to_tsquery('a'), 'SELECT to_tsquery(''a''), to_tsquery(''b'')')",
+            "SELECT pg_create_physical_replication_slot('nl2sql_slot')",
+            "SELECT pg_catalog.pg_stat_reset()",
+        ):
+            with pytest.raises(QueryError, match="not allowed"):
+                pg_engine.execute(sql, LIMITS)
+        assert pg.run("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'nl2sql_slot'") == [(0,)]
+        assert pg_engine.execute("SELECT count(*) FROM t", LIMITS).rows == [(3,)]
+
     def test_a_prediction_cannot_end_another_workers_connection(
         self, pg: PgServer, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -478,6 +495,15 @@ class TestMariadb:
         assert report["seconds"] < 5
         assert report["peak_growth_mb"] < 100, report
         assert report["after"] == [[3]]
+
+    def test_a_query_that_swallows_its_cancel_is_still_a_timeout(self, my_engine) -> None:
+        """MariaDB's BENCHMARK answers KILL QUERY (and its own max_statement_time) by returning
+        0 as if it had finished: the watchdog's firing, not the answer, decides."""
+        started = time.monotonic()
+        with pytest.raises(QueryTimeout):
+            my_engine.execute("SELECT BENCHMARK(2000000000, MD5('x'))", Limits(timeout=1))
+        assert time.monotonic() - started < 20
+        assert my_engine.execute("SELECT x FROM t ORDER BY x", LIMITS).rows == THREE
 
     def test_the_reset_is_cheap(self, my_engine) -> None:
         my_engine.execute("SELECT 1", LIMITS)

@@ -93,6 +93,7 @@ class Watchdog:
     def __init__(self, timeout: float, action: Callable[[], None]) -> None:
         self.timeout = timeout
         self.fired = False
+        self.overran = False
         self.deadline: float | None = None
         self._action = action
         self._timer: threading.Timer | None = None
@@ -111,7 +112,9 @@ class Watchdog:
             pass
 
     def stop(self) -> None:
-        """Disarm; returns once a firing action (if any) has finished."""
+        """Disarm, right after the query answered; returns once a firing action (if any) has
+        finished. Whether the answer came too late is kept for `raise_if_overran`."""
+        self.overran = self.expired()
         if self._timer is not None:
             self._timer.cancel()
             self._timer.join()
@@ -121,6 +124,19 @@ class Watchdog:
         if self.fired:
             return True
         return self.deadline is not None and time.monotonic() >= self.deadline - self.SLACK
+
+    def raise_if_overran(self, limit: float) -> None:
+        """After `stop()`: a query that answered at or past its deadline outlived its `limit`,
+        whatever it answered. Some queries swallow the cancel and return normally (MariaDB's
+        `BENCHMARK` answers 0 to `KILL QUERY` and to its own `max_statement_time`), so their
+        rows are no result."""
+        if self.overran:
+            raise timed_out(limit)
+
+
+def timed_out(limit: float) -> QueryTimeout:
+    """The error of a query stopped at its time limit, worded alike on every engine."""
+    return QueryTimeout(f"the query ran longer than {limit:g} s and was stopped")
 
 
 INSTALL_HINT = "pip install 'pytest-nl2sql[all]'"

@@ -70,6 +70,7 @@ from pytest_nl2sql.engines.base import (
     connect_error,
     import_driver,
     plain_row,
+    timed_out,
     value_size,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
@@ -194,6 +195,7 @@ class MysqlEngine:
         finally:
             watchdog.stop()
             self._end(cursor, streaming, watchdog)
+        watchdog.raise_if_overran(limits.timeout)
         return QueryResult(columns, rows)
 
     @contextmanager
@@ -442,12 +444,14 @@ class _Batches:
         self.watchdog = watchdog = Watchdog(seconds, engine._killer(self._conn.thread_id()))
         try:
             watchdog.start()
-            return run()
+            answer = run()
         except engine._pymysql.Error as error:
             self.open = False  # an error packet ends the result
             raise engine._failure(error, self._conn, watchdog, self._limits) from None
         finally:
             watchdog.stop()
+        watchdog.raise_if_overran(self._limits.timeout)
+        return answer
 
     def _batch(self) -> tuple[list[tuple[Any, ...]], bool]:
         """Up to `BATCH_ROWS` rows or about `BATCH_BYTES`; done when the result has ended.
@@ -468,7 +472,7 @@ class _Batches:
 
 
 def _timeout(limits: Limits) -> QueryTimeout:
-    return QueryTimeout(f"the query ran longer than {limits.timeout:g} s and was stopped")
+    return timed_out(limits.timeout)
 
 
 def _message(error: Any) -> str:

@@ -18,7 +18,8 @@ Containment, layer by layer; none of the first three relies on recognising words
    a result over a cap is stopped (cancelled, its rest discarded) within one row of the cap.
    One row is the unit: a single value can be as large as PostgreSQL allows (1 GB).
 4. The token check of `check_single_select` (one statement, starting like a query, and a deny
-   list of file, signal and lock functions, names in `U&"..."` escapes decoded): defence in
+   list of file, signal, lock and SQL-in-a-string functions, plus every catalogue function
+   PUBLIC may not run; names in `U&"..."` escapes decoded): defence in
    depth only, since SQL can always name a function in ways no list foresees (`query_to_xml`
    runs SQL held in a string).
 
@@ -73,6 +74,7 @@ from pytest_nl2sql.engines.base import (
     connect_error,
     import_driver,
     plain_row,
+    timed_out,
     value_size,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
@@ -94,8 +96,27 @@ DENIED_FUNCTIONS = frozenset(
         "dblink_connect", "pg_file_write", "pg_logical_emit_message", "pg_switch_wal",
         "pg_create_restore_point", "query_to_xml", "query_to_xmlschema",
         "query_to_xml_and_xmlschema", "cursor_to_xml", "cursor_to_xmlschema",
+        # SQL handed over as a string runs unseen by this check (a file read inside `ts_stat`)
+        "ts_stat", "ts_rewrite",
+        # replication slots and origins outlive the transaction (for logins allowed to make them)
+        "pg_create_physical_replication_slot", "pg_create_logical_replication_slot",
+        "pg_drop_replication_slot", "pg_copy_physical_replication_slot",
+        "pg_copy_logical_replication_slot", "pg_replication_slot_advance",
+        "pg_logical_slot_get_changes", "pg_logical_slot_peek_changes",
+        "pg_logical_slot_get_binary_changes", "pg_logical_slot_peek_binary_changes",
     }
 )  # fmt: skip
+
+# Besides the list above, every pg_catalog function whose EXECUTE the server itself withholds
+# from PUBLIC (file reads, backups, statistics resets, ...): read off the catalogue once per
+# engine, so what a newer server restricts is refused without this list knowing its name.
+_PRIVILEGED_FUNCTIONS_QUERY = """
+SELECT DISTINCT p.proname FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.proacl IS NOT NULL
+  AND NOT EXISTS (
+    SELECT 1 FROM pg_catalog.aclexplode(p.proacl) a
+    WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+"""
 
 
 class PostgresEngine:
@@ -113,6 +134,15 @@ class PostgresEngine:
         self._cursor_names = itertools.count()
         self._streaming = False  # a stream holds the connection's transaction until closed
         self._connection()  # fail now (DatabaseMissing) rather than on every case
+        self._denied = DENIED_FUNCTIONS | self._privileged_functions()
+
+    def _privileged_functions(self) -> frozenset[str]:
+        """The catalogue's functions PUBLIC may not run (see `_PRIVILEGED_FUNCTIONS_QUERY`)."""
+        try:
+            rows = self._conn.execute(_PRIVILEGED_FUNCTIONS_QUERY).fetchall()
+        except self._psycopg.Error:
+            return frozenset()  # a server without this catalogue: the fixed list only
+        return frozenset(str(name).lower() for (name,) in rows)
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -148,7 +178,7 @@ class PostgresEngine:
     # -- queries ------------------------------------------------------------------------------
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
-        check_single_select(sql, self.dialect, denied_functions=DENIED_FUNCTIONS)
+        check_single_select(sql, self.dialect, denied_functions=self._denied)
         self._check_not_streaming()
         psycopg = self._psycopg
         conn = self._begin(limits)
@@ -166,6 +196,7 @@ class PostgresEngine:
             self._end(conn)
             with contextlib.suppress(Exception):
                 cursor.close()  # gone with the transaction: no round trip
+        watchdog.raise_if_overran(limits.timeout)
         return QueryResult(columns, rows)
 
     @contextmanager
@@ -174,7 +205,7 @@ class PostgresEngine:
         `execute` (module docstring); the transaction ends, and the session is reset, when the
         stream is closed, read to its end or not. `trusted` changes nothing: the gold passes the
         same checks. One stream at a time, and no `execute` while it is open."""
-        check_single_select(sql, self.dialect, denied_functions=DENIED_FUNCTIONS)
+        check_single_select(sql, self.dialect, denied_functions=self._denied)
         self._check_not_streaming()
         conn = self._begin(limits)
         cursor = conn.cursor(name=f"nl2sql_{next(self._cursor_names)}", scrollable=False)
@@ -389,11 +420,13 @@ class _Batches:
         watchdog = Watchdog(seconds, _canceller(self._conn))
         try:
             watchdog.start()
-            return run()
+            answer = run()
         except self._engine._psycopg.Error as error:
             raise self._engine._failure(error, self._conn, watchdog, self._limits) from None
         finally:
             watchdog.stop()
+        watchdog.raise_if_overran(self._limits.timeout)
+        return answer
 
     def _fetch(self) -> tuple[list[tuple[Any, ...]], bool]:
         """The next batch, FETCH by FETCH, each read whole (single-row mode: one row in the
@@ -426,7 +459,7 @@ def _row_size(row: tuple[Any, ...]) -> int:
 
 
 def _timeout(limits: Limits) -> QueryTimeout:
-    return QueryTimeout(f"the query ran longer than {limits.timeout:g} s and was stopped")
+    return timed_out(limits.timeout)
 
 
 def _canceller(conn: Any) -> Any:

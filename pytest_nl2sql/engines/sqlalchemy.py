@@ -4,7 +4,8 @@ SQLAlchemy gives one way to connect, run a query and read a catalogue on any dat
 way to contain a query. What this engine adds, layer by layer, and how far each reaches:
 
 1. The token check of `check_single_select` (one statement, starting like a query; no `INTO`, no
-   `:=`; MySQL-family executable comments refused). Defence in depth only.
+   `:=`; MySQL-family executable comments refused; on PostgreSQL and MySQL/MariaDB the deny list
+   of the native engine for the same server). Defence in depth only.
 2. Every query runs in a transaction that is always rolled back, made read-only where the dialect
    has a statement for it (`SET TRANSACTION READ ONLY` on PostgreSQL, MySQL/MariaDB, Oracle;
    `PRAGMA query_only` on SQLite), under the server's own time limit where one is known
@@ -16,6 +17,9 @@ way to contain a query. What this engine adds, layer by layer, and how far each 
 3. A watchdog at the deadline cancels the query with what the driver offers (`connection.cancel()`,
    `cursor.cancel()`, SQLite's `interrupt()`, MySQL's `KILL QUERY` from a second connection), and
    closes the connection if the query still runs a grace period later; the next query reopens it.
+   On PostgreSQL and MySQL/MariaDB the connection is closed after every query (the next one
+   opens a fresh session): locks and session values a rollback keeps (`GET_LOCK`,
+   `LAST_INSERT_ID(n)`, advisory locks) never reach the next case.
 4. Rows are streamed (`stream_results`: a server-side cursor where the dialect has one) and
    counted against `Limits` (rows and bytes) as they arrive.
 
@@ -38,13 +42,15 @@ from pytest_nl2sql.engines.base import (
     Limits,
     QueryError,
     QueryResult,
-    QueryTimeout,
     Watchdog,
     check_single_select,
     close_quietly,
     collect_within,
     connect_error,
+    timed_out,
 )
+from pytest_nl2sql.engines.mysql import DENIED_FUNCTIONS as MYSQL_DENIED
+from pytest_nl2sql.engines.postgres import DENIED_FUNCTIONS as POSTGRES_DENIED
 from pytest_nl2sql.engines.url import SQLALCHEMY_HINT, DatabaseSpec, mask_secrets
 
 GRACE = 2.0  # seconds after a cancel before the connection itself is closed
@@ -60,6 +66,11 @@ class Containment:
     read_only: str | None = None  # the transaction's first statement
     timeout: Callable[[float], tuple[str, ...]] | None = None  # statements for a limit in seconds
     cancel_by_kill: bool = False  # MySQL: KILL QUERY <thread_id> from a second connection
+    # The same server's native engine's deny list (`check_single_select`), defence in depth.
+    denied_functions: frozenset[str] = frozenset()
+    # Reconnect after every query: the session keeps what a rollback does not undo (MySQL's
+    # GET_LOCK and LAST_INSERT_ID(n), PostgreSQL's advisory locks) and SQL cannot reset it all.
+    fresh_session: bool = False
 
 
 def _pg_timeout(seconds: float) -> tuple[str, ...]:
@@ -89,9 +100,18 @@ def _mssql_timeout(seconds: float) -> tuple[str, ...]:
 
 # By SQLAlchemy dialect name (`Dialect.name`); "mariadb" is chosen by `is_mariadb`.
 CONTAINMENT: dict[str, Containment] = {
-    "postgresql": Containment(read_only="SET TRANSACTION READ ONLY", timeout=_pg_timeout),
-    "mysql": Containment(read_only="SET TRANSACTION READ ONLY", timeout=_mysql_timeout, cancel_by_kill=True),
-    "mariadb": Containment(read_only="SET TRANSACTION READ ONLY", timeout=_mariadb_timeout, cancel_by_kill=True),
+    "postgresql": Containment(
+        read_only="SET TRANSACTION READ ONLY", timeout=_pg_timeout,
+        denied_functions=POSTGRES_DENIED, fresh_session=True,
+    ),
+    "mysql": Containment(
+        read_only="SET TRANSACTION READ ONLY", timeout=_mysql_timeout, cancel_by_kill=True,
+        denied_functions=MYSQL_DENIED, fresh_session=True,
+    ),
+    "mariadb": Containment(
+        read_only="SET TRANSACTION READ ONLY", timeout=_mariadb_timeout, cancel_by_kill=True,
+        denied_functions=MYSQL_DENIED, fresh_session=True,
+    ),
     "oracle": Containment(read_only="SET TRANSACTION READ ONLY"),
     "sqlite": Containment(on_connect=("PRAGMA query_only = ON",)),
     "snowflake": Containment(timeout=_snowflake_timeout),
@@ -120,15 +140,19 @@ class SqlalchemyEngine:
             self._engine = sa.create_engine(spec.url, poolclass=sa.pool.NullPool)
         except Exception as error:  # noqa: BLE001 - a bad URL option, a driver refusing an argument
             raise DatabaseMissing(self._masked(f"cannot open {spec.describe()}: {error}")) from None
-        dialect = self._engine.dialect
         self.dialect = spec.dialect  # the sqlglot dialect (url.sqlglot_dialect of the dialect's name)
-        name = "mariadb" if getattr(dialect, "is_mariadb", False) else dialect.name
-        self.containment = CONTAINMENT.get(name, Containment())
+        self.containment = self._containment()
         self._conn: Any = None
         self._opened = False  # once open, failing to reopen is a lost server, not a bad case
         self._cursor: Any = None  # the DBAPI cursor of the running query, for `cursor.cancel()`
         sa.event.listen(self._engine, "before_cursor_execute", self._saw_cursor)
         self._connection()  # fail now (DatabaseMissing) rather than on every case
+        self.containment = self._containment()  # a MySQL dialect knows MariaDB once connected
+
+    def _containment(self) -> Containment:
+        dialect = self._engine.dialect
+        name = "mariadb" if getattr(dialect, "is_mariadb", False) else dialect.name
+        return CONTAINMENT.get(name, Containment())
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -168,6 +192,7 @@ class SqlalchemyEngine:
         check_single_select(
             sql,
             self.dialect,
+            denied_functions=self.containment.denied_functions,
             forbid_into=True,
             forbid_executable_comments=self.dialect in _MYSQL_FAMILY,
         )
@@ -197,6 +222,7 @@ class SqlalchemyEngine:
             watchdog.stop()
             closer.stop()
             self._end(conn, lost=closer.fired)
+        watchdog.raise_if_overran(limits.timeout)
         return QueryResult(columns, rows)
 
     def _begin(self, limits: Limits) -> Any:
@@ -227,7 +253,7 @@ class SqlalchemyEngine:
     def _end(self, conn: Any, *, lost: bool = False) -> None:
         """Roll back (whatever the query did is undone); a connection that cannot roll back, or
         that the watchdog had to close, is dropped and the next query opens a new one."""
-        if lost or self._lost(conn):
+        if lost or self._lost(conn) or self.containment.fresh_session:
             self._drop()
             return
         try:
@@ -263,7 +289,7 @@ class SqlalchemyEngine:
         """The engine error for a SQLAlchemy error raised by the query."""
         message = self._masked(_message(error))
         if watchdog.expired():
-            return QueryTimeout(f"the query ran longer than {limits.timeout:g} s and was stopped")
+            return timed_out(limits.timeout)
         if self._lost(conn, error):
             return ConnectionLost(
                 f"lost the connection to {self.spec.describe()} during the query: {message}"
