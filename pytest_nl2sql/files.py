@@ -1,4 +1,8 @@
-"""Writing the files a run leaves behind (reports, baselines) safely.
+"""Reading the files cases name within a size cap, and writing the files a run leaves behind
+(reports, baselines) safely.
+
+`read_text_capped` reads a case, predictions or gold file only when it is at most
+`MAX_INPUT_BYTES`: a file of gigabytes is refused, naming it, before it is held in memory.
 
 `atomic_open` writes to a temporary file in the target's directory, flushes it to disk and
 renames it over the target in one step, so a run killed mid-write (kill -9, a full disk, an
@@ -17,6 +21,28 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+MAX_INPUT_BYTES = 256 * 1024 * 1024  # a case, predictions or gold file; Spider's are under 1 MiB
+
+
+class FileTooLarge(OSError):
+    """An input file over `MAX_INPUT_BYTES`; an `OSError`, so readers report it as unreadable."""
+
+
+def read_text_capped(path: str | os.PathLike[str], limit: int | None = None) -> str:
+    """The UTF-8 text of `path`, read only up to one byte past `limit` (`MAX_INPUT_BYTES`): a
+    larger file raises `FileTooLarge` (`UnicodeDecodeError` for text that is not UTF-8)."""
+    limit = MAX_INPUT_BYTES if limit is None else limit
+    chunks: list[bytes] = []
+    left = limit + 1  # read in chunks: `read(n)` would reserve n bytes at once
+    with open(path, "rb") as handle:
+        while left > 0 and (chunk := handle.read(min(left, 1024 * 1024))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise FileTooLarge(f"{os.fspath(path)} is larger than the {limit:,} bytes an input file may be")
+    return data.decode("utf-8")
 
 
 class FileWriteError(OSError):

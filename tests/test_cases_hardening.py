@@ -161,3 +161,13 @@ def test_hostile_files_are_one_error_each_and_the_run_goes_on(pytester: pytest.P
         "*deep.nl2sql.jsonl:2: *invalid JSON: nested deeper than 100 levels*",
     ])
     assert time.perf_counter() - started < 60
+
+
+def test_a_case_file_over_the_byte_cap_is_one_invalid_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_nl2sql.files as files
+
+    path = tmp_path / "big.nl2sql.yaml"
+    path.write_text("database: d.sqlite\ngold: SELECT 1\n")
+    monkeypatch.setattr(files, "MAX_INPUT_BYTES", 10)
+    (entry,) = load_case_file(path)
+    assert isinstance(entry, InvalidCase) and "larger than the 10 bytes" in entry.message

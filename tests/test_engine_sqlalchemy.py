@@ -4,6 +4,7 @@ local server (skipped, naming the reason, when it is unreachable)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 import threading
@@ -226,9 +227,15 @@ def test_postgres_through_sqlalchemy_keeps_no_session_state_and_denies_as_native
         with pytest.raises(QueryError, match="not allowed"):
             pg_engine.execute(sql, LIMITS)
     monkeypatch.setattr(sqlalchemy_engine, "check_single_select", _no_token_check)
-    pg_engine.execute("SELECT pg_advisory_lock(4242)", Limits(timeout=30))
+    key = 4242 + os.getpid() % 10_000  # apart from any other process's test
+    pg_engine.execute(f"SELECT pg_advisory_lock({key})", Limits(timeout=30))
     # a session lock survives a rollback: only a fresh session for the next query ends it
-    assert admin.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242").fetchone() == (0,)
+    # (the closed session's backend releases it as it exits, a moment after the close)
+    held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s"
+    deadline = time.monotonic() + 30
+    while admin.execute(held, (key,)).fetchone() != (0,) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert admin.execute(held, (key,)).fetchone() == (0,)
 
 
 @pytest.mark.services
@@ -251,9 +258,17 @@ def test_mariadb_through_a_mysql_dialect_is_contained_as_natively(monkeypatch: p
             monkeypatch.setattr(sqlalchemy_engine, "check_single_select", _no_token_check)
             assert engine.execute("SELECT LAST_INSERT_ID(5)", Limits(timeout=30)).rows == [(5,)]
             assert engine.execute("SELECT LAST_INSERT_ID()", Limits(timeout=30)).rows == [(0,)]
-            engine.execute("SELECT GET_LOCK('nl2sql_sa_lock', 0)", Limits(timeout=30))
-            with scratch.admin.cursor() as cursor:
-                cursor.execute("SELECT IS_FREE_LOCK('nl2sql_sa_lock')")
-                assert cursor.fetchall() == ((1,),)
+            lock = f"nl2sql_sa_{os.getpid()}"
+            engine.execute(f"SELECT GET_LOCK('{lock}', 0)", Limits(timeout=30))
+
+            def free() -> bool:  # the closed session's thread frees it as it ends
+                with scratch.admin.cursor() as cursor:
+                    cursor.execute(f"SELECT IS_FREE_LOCK('{lock}')")
+                    return cursor.fetchall() == ((1,),)
+
+            deadline = time.monotonic() + 30
+            while not free() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert free()
         finally:
             engine.close()

@@ -294,6 +294,31 @@ class TestPostgres:
         assert report["peak_growth_mb"] < 100, report
         assert report["after"] == [[3]]
 
+    def test_one_huge_value_is_refused_on_the_server(self, pg: PgServer) -> None:
+        """The driver holds a whole row before any cap can count it (and the client two or
+        three copies of it): a 100 MB value must never be sent."""
+        report = _measure_in_child(pg.url, "SELECT 1 AS n, repeat('x', 100 * 1024 * 1024) AS big")
+        assert report["outcome"] == "TooManyRows"
+        assert report["peak_growth_mb"] < 50, report
+        assert report["after"] == [[3]]
+
+    def test_the_size_guard_keeps_what_a_query_means(self, pg_engine) -> None:
+        for sql, columns, rows in (
+            ("SELECT x FROM t ORDER BY x DESC;; -- the end", ("x",), [(3,), (2,), (1,)]),
+            ("SELECT x, x FROM t ORDER BY 1 LIMIT 2 /* a comment */ ;", ("x", "x"), [(1, 1), (2, 2)]),
+            ("VALUES (2, 'b'), (1, 'a')", ("column1", "column2"), [(2, "b"), (1, "a")]),
+            ("TABLE t", ("x",), THREE),
+            ("WITH w AS (SELECT x FROM t) SELECT count(*) FROM w", ("count",), [(3,)]),
+            ("SELECT NULL::text AS nothing", ("nothing",), [(None,)]),
+        ):
+            result = pg_engine.execute(sql, LIMITS)
+            assert (result.columns, sorted(result.rows, key=repr) if "ORDER" not in sql and "VALUES" not in sql else result.rows) == (
+                columns, sorted(rows, key=repr) if "ORDER" not in sql and "VALUES" not in sql else rows
+            ), sql
+        # a `)` that would close the guard's derived table early is refused
+        with pytest.raises(QueryError, match="parentheses"):
+            pg_engine.execute("SELECT x FROM t) AS q, (SELECT 1", LIMITS)
+
     def test_rows_stop_at_the_row_cap(self, pg_engine) -> None:
         with pytest.raises(TooManyRows, match="more than 1000 rows"):
             pg_engine.execute("SELECT g FROM generate_series(1, 10000000) g", LIMITS)

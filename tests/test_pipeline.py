@@ -108,3 +108,15 @@ def test_the_schema_is_read_only_when_a_model_asks_for_it(tmp_path: Path) -> Non
     outcome = Pipeline(hook=lambda request: asked.append(request.schema) or "SELECT count(*) FROM item").evaluate(
         dataclasses.replace(case, predicted=None), LABEL, engine=engine)
     assert outcome.result.verdict is Verdict.PASS and Counting.ddl_reads == 1 and "CREATE TABLE item" in asked[0]
+
+
+def test_a_prediction_too_long_to_send_is_its_own_error_and_never_runs(tmp_path: Path) -> None:
+    """A server drops the connection over a query of a gigabyte (a run error, not the model's):
+    a prediction past `Limits.max_sql_chars` is refused before it is sent."""
+    padding = "/*" + "x" * (Limits().max_sql_chars + 1) + "*/"
+    case = _case(tmp_path, predicted=f"SELECT count(*) FROM item {padding}")
+    engine = Flaky(open_engine(case.database_target), drops=0)
+    outcome = Pipeline().evaluate(case, LABEL, engine=engine)
+    assert outcome.result.verdict is Verdict.PRED_ERROR
+    assert "characters long" in outcome.result.reason and "not run" in outcome.result.reason
+    assert engine.calls == 1  # the gold only

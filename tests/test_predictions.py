@@ -124,3 +124,15 @@ def test_unused_lists_the_lines_that_match_no_case(tmp_path: Path) -> None:
     aligned = tmp_path / "p.sql"
     aligned.write_text("SELECT 1\n")
     assert load_predictions(aligned).unused([]) == []
+
+
+def test_a_predictions_file_over_the_byte_cap_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_nl2sql.files as files
+
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"id": "a", "predicted": "SELECT 1"}) + "\n")
+    monkeypatch.setattr(files, "MAX_INPUT_BYTES", path.stat().st_size - 1)
+    with pytest.raises(PredictionsFileError, match=f"{path}.*larger than the"):
+        load_predictions(path)
+    monkeypatch.setattr(files, "MAX_INPUT_BYTES", path.stat().st_size)
+    assert load_predictions(path).lookup("a", 0, ()) is not None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_nl2sql.cases.parse import load_json
+from pytest_nl2sql.files import FileTooLarge, read_text_capped
 
 BIRD_SEPARATOR = "\t----- bird -----\t"
 
@@ -108,11 +109,12 @@ def _same_file(given: str, names: tuple[str, ...]) -> bool:
 
 
 def _read_text(path: Path) -> str:
-    data = Path(path).read_bytes()
     try:
-        return data.decode("utf-8")
+        return read_text_capped(path)
+    except FileTooLarge as e:
+        raise PredictionsFileError(path, None, str(e)) from None
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
+        line = e.object[: e.start].count(b"\n") + 1
         raise PredictionsFileError(path, line, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 

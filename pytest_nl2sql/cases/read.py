@@ -52,6 +52,7 @@ from pytest_nl2sql.cases.model import (
 from pytest_nl2sql.cases.parse import load_json, yaml_documents, yaml_error
 from pytest_nl2sql.cases.sources import read_gold_file, source_entries
 from pytest_nl2sql.engines.url import looks_like_url, redact
+from pytest_nl2sql.files import read_text_capped
 from pytest_nl2sql.judge.compare import CompareOptions
 from pytest_nl2sql.metrics import soft, termselection
 
@@ -87,7 +88,7 @@ def read_case_file(
     path = Path(path)
     where = _Where(db_dir, dsn, Confinement.of(confine, db_dir))
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_capped(path)
     except (OSError, UnicodeDecodeError) as e:
         return CaseFileContents([InvalidCase(default_id(0), path, None, 0, f"cannot read the file: {e}")])
     if path.suffix == ".jsonl":

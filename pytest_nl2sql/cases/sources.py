@@ -9,6 +9,7 @@ from typing import Any
 from pytest_nl2sql.cases.confine import Confinement
 from pytest_nl2sql.cases.model import ALIASES, CASE_KEYS, SOURCE_FORMATS, Broken, CaseFileError, default_id
 from pytest_nl2sql.cases.parse import MAX_DEPTH, load_json, nested_too_deep
+from pytest_nl2sql.files import read_text_capped
 
 SOURCE_KEYS = ("format", "questions", "db_dir", "gold", "predictions", "tables")
 
@@ -37,7 +38,7 @@ def source_entries(
                 raise CaseFileError(path, line, problem)
     questions_path = base / str(source["questions"])
     try:
-        questions = load_json(questions_path.read_text(encoding="utf-8"), walked=False)  # walked per question
+        questions = load_json(read_text_capped(questions_path), walked=False)  # walked per question
     except (OSError, ValueError) as e:
         raise CaseFileError(path, line, f"cannot read source.questions {questions_path}: {e}") from e
     if not isinstance(questions, list):
@@ -83,7 +84,7 @@ def source_entries(
 def read_gold_file(gold_path: Path, suite: Path, line: int) -> list[tuple[str, str | None]]:
     """A Spider gold file: one `SQL<TAB>db_id` per line."""
     try:
-        text = gold_path.read_text(encoding="utf-8")
+        text = read_text_capped(gold_path)
     except (OSError, UnicodeDecodeError) as e:
         raise CaseFileError(suite, line, f"cannot read source.gold {gold_path}: {e}") from e
     out = []

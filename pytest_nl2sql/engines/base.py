@@ -30,6 +30,7 @@ class Limits:
     max_rows: int = 100_000  # more rows than this is TooManyRows
     max_bytes: int = 256 * 1024 * 1024  # rough size of a whole result held in memory
     max_value_bytes: int = 16 * 1024 * 1024  # largest single string/blob a query may build
+    max_sql_chars: int = 1024 * 1024  # text of one prediction; a longer one is refused unsent
     # Rows of one result held in memory as Python rows. An engine that can stream (`stream`)
     # raises `ResultTooLarge` from `execute` past it, so that the caller compares the result
     # streamed (`judge/large.py`) instead; `max_rows` stays the cap for runaway predictions.

@@ -56,6 +56,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import sqlglot
+from sqlglot.tokens import TokenType
+
 from pytest_nl2sql.engines import ForeignKey, Table, create_table_ddl
 from pytest_nl2sql.engines.base import (
     BatchStream,
@@ -66,6 +69,7 @@ from pytest_nl2sql.engines.base import (
     QueryResult,
     QueryTimeout,
     SizeBudget,
+    TooManyRows,
     Watchdog,
     check_single_select,
     close_quietly,
@@ -186,8 +190,8 @@ class PostgresEngine:
         cursor = conn.cursor(name=f"nl2sql_{next(self._cursor_names)}", scrollable=False)
         try:
             watchdog.start()
-            cursor.execute(sql)  # DECLARE ... CURSOR FOR <sql>: PostgreSQL takes only a query
-            columns = tuple(d.name for d in cursor.description or ())
+            cursor.execute(size_guarded(sql, limits))  # DECLARE ... CURSOR FOR: only a query
+            columns = tuple(d.name for d in cursor.description or ())[1:]
             rows = _stream_rows(conn, cursor.name, limits)
         except psycopg.Error as error:
             raise self._failure(error, conn, watchdog, limits) from None
@@ -213,7 +217,7 @@ class PostgresEngine:
         self._streaming = True
         try:
             started = time.monotonic()
-            columns, first, done = batches.start(cursor, sql)
+            columns, first, done = batches.start(cursor, size_guarded(sql, limits))
             result = BatchStream(
                 columns, first, done, batches.more, lambda: None, limits,
                 spent=time.monotonic() - started,
@@ -292,6 +296,11 @@ class PostgresEngine:
                 )
         if isinstance(error, self._psycopg.OperationalError) and watchdog.expired():
             return timeout
+        if isinstance(error, errors.InvalidTextRepresentation) and _ROW_TOO_LARGE in _message(error):
+            return TooManyRows(
+                f"a row of the result is larger than the size cap of {limits.max_value_bytes:,}"
+                " bytes a row may have (stopped on the server)"
+            )
         return QueryError(_message(error))
 
     # -- schema -------------------------------------------------------------------------------
@@ -386,7 +395,42 @@ def _stream_rows(conn: Any, cursor_name: str, limits: Limits) -> list[tuple[Any,
     wanted = min(limits.max_rows, limits.memory_rows) + 1
     rows = conn.cursor().stream(f'FETCH FORWARD {wanted} FROM "{cursor_name}"')
     with contextlib.closing(rows):
-        return collect_within(rows, limits, spill=True)
+        return collect_within((row[1:] for row in rows), limits, spill=True)
+
+
+# What the guard column of `size_guarded` raises: the cast of this text to integer fails.
+_ROW_TOO_LARGE = "nl2sql: a row over the size cap"
+
+
+def size_guarded(sql: str, limits: Limits) -> str:
+    """`sql` under a guard that fails, on the server, any row whose text is longer than
+    `limits.max_value_bytes`: the driver holds a whole row (and the client two or three copies
+    of it) before any cap can count it, so a 1 GB value must never be sent. The guard is the
+    first column (NULL, dropped as rows are read): a CASE whose only branch casts a text that
+    is no number to integer, so the error names the row's size. The query becomes a derived
+    table; a trailing `;` or comment is cut, so the wrapping parenthesis closes it."""
+    body = _without_trailing_semicolons(sql)
+    size = 'octet_length("nl2sql guard"::text)'
+    return (
+        f"SELECT (CASE WHEN {size} > {int(limits.max_value_bytes)} THEN '{_ROW_TOO_LARGE}: '"
+        f" || {size} || ' bytes' END)::integer AS \"nl2sql guard column\", \"nl2sql guard\".*"
+        f" FROM (\n{body}\n) AS \"nl2sql guard\""
+    )
+
+
+def _without_trailing_semicolons(sql: str) -> str:
+    """`sql` up to its last token that is not a `;` (what follows is semicolons and comments).
+    Parentheses must balance: a `)` that closed the wrapping derived table would change the
+    query the guard wraps."""
+    tokens = [t for t in sqlglot.tokenize(sql, read="postgres") if t.token_type != TokenType.SEMICOLON]
+    depth = 0
+    for token in tokens:
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
+        if depth < 0:
+            break
+    if depth:
+        raise QueryError("syntax error: the query's parentheses do not balance")
+    return sql[: tokens[-1].end + 1] if tokens else sql
 
 
 class _Batches:
@@ -406,7 +450,7 @@ class _Batches:
 
         def declare_and_fetch() -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool]:
             cursor.execute(sql)  # DECLARE ... CURSOR FOR <sql>: PostgreSQL takes only a query
-            columns = tuple(d.name for d in cursor.description or ())
+            columns = tuple(d.name for d in cursor.description or ())[1:]  # past the guard
             return (columns, *self._fetch())
 
         return self._timed(self._limits.timeout, declare_and_fetch)
@@ -439,7 +483,7 @@ class _Batches:
             got = 0
             chunk_size = 0
             for raw in fetched:
-                row = plain_row(raw)
+                row = plain_row(raw[1:])  # past the guard column
                 rows.append(row)
                 chunk_size += _row_size(row)
                 got += 1

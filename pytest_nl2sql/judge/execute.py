@@ -306,6 +306,9 @@ def judge(
     over every value, so it is computed only when wanted."""
     if predicted is None or not str(predicted).strip():
         return Judgement(Verdict.NO_PREDICTION, "no prediction for this case")
+    if len(str(predicted)) > limits.max_sql_chars:  # a server would drop the connection over it
+        return Judgement(Verdict.PRED_ERROR, f"the prediction is {len(str(predicted)):,} characters long,"
+                         f" over the {limits.max_sql_chars:,} a query may have; it was not run")
     options = CompareOptions.from_mapping({**(compare or {}), **({"mode": "spider"} if spider_compat else {})})
     if options.mode == "spider":
         sql = compat.spider_prepare(str(predicted), gold.queries[0] if gold.queries else "")[0]
