@@ -34,7 +34,7 @@ def test_verdicts_outcomes_and_summary(shop: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
         "*= nl2sql =*",
-        "execution accuracy 2/4 = 50.0%",
+        "execution accuracy with neighbour databases 2/4 = 50.0%",
         "errors: 1 case(s) could not be judged*",
     ])
     report = read_report(shop.path / "report.json")

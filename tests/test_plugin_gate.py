@@ -303,7 +303,7 @@ def test_markdown_report_and_github_step_summary(shop: pytest.Pytester, monkeypa
     result = shop.runpytest("--nl2sql-baseline=base.json", "--nl2sql-report=md")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     md = (shop.path / "nl2sql-report.md").read_text()  # the default path
-    for expected in ("execution accuracy 1/4 = 25.0%", "shop.nl2sql.yaml::count", "50.0%", "25.0%", "p = 1"):
+    for expected in ("execution accuracy with neighbour databases 1/4 = 25.0%", "shop.nl2sql.yaml::count", "50.0%", "25.0%", "p = 1"):
         assert expected in md, expected
     appended = step.read_text()
     assert appended.startswith("earlier step\n") and md.strip() in appended

@@ -265,7 +265,7 @@ def test_mixed_sql_and_term_selection_run(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "*= nl2sql =*",
-        "execution accuracy 1/1 = 100.0%",
+        "execution accuracy with neighbour databases 1/1 = 100.0%",
         "term selection: macro precision 0.83, macro recall 1.00 (1/2 term-selection cases pass)",
     ])
     report = read_report(pytester.path / "r.json")

@@ -163,3 +163,9 @@ def _partial(partials: list[dict[str, Any]]) -> dict[str, Any] | None:
 def build_report(results: Iterable[CaseResult], summary: dict[str, Any]) -> dict[str, Any]:
     """The JSON report: the summary and every item in collection order. Every writer reads this."""
     return {"summary": summary, "items": [r.to_json() for r in ordered(results)]}
+
+
+def accuracy_name(summary: Mapping[str, Any]) -> str:
+    """The headline figure's name: with neighbour databases it is not the official metric (a
+    prediction must also agree with the gold there), so it never borrows that metric's name."""
+    return "execution accuracy with neighbour databases" if summary.get("neighbours") else "execution accuracy"

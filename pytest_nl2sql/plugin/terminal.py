@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_nl2sql.gate.run import PER_CASE
-from pytest_nl2sql.metrics.summary import accuracy_interval
+from pytest_nl2sql.metrics.summary import accuracy_interval, accuracy_name
 
 TABLE_ROWS = 15  # rows of a per-tag / per-database table without -v (the worst first)
 
@@ -55,7 +55,7 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     judged = summary["total"] - summary["errors"]
     lines = []
     if summary["total"]:
-        lines.append(f"execution accuracy {percent(summary['passed'], judged)}")
+        lines.append(f"{accuracy_name(summary)} {percent(summary['passed'], judged)}")
         if judged:
             lines.append(f"  {interval(summary)} (Wilson score interval over the judged SQL cases)")
         lines += neighbour_lines(summary, judged)
@@ -116,7 +116,7 @@ def neighbour_lines(summary: dict[str, Any], judged: int) -> list[str]:
     lines = []
     neighbours = summary.get("neighbours")
     if neighbours and judged:
-        lines.append(f"  on the cases' own databases alone {percent(summary['single_db_passed'], judged)}; neighbour databases failed "
+        lines.append(f"  on the cases' own databases alone (Spider's execution accuracy) {percent(summary['single_db_passed'], judged)}; neighbour databases failed "
                      f"{neighbours['caught']} prediction{'s' if neighbours['caught'] != 1 else ''} right there "
                      f"({neighbours['databases']} databases checked over {neighbours['cases']} cases)")
         fragile = summary.get("fragile") or 0

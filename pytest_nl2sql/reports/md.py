@@ -24,7 +24,7 @@ from typing import Any
 from pytest_nl2sql.files import atomic_write_text
 from pytest_nl2sql.gate.run import PER_CASE
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, latency_percentiles
-from pytest_nl2sql.metrics.summary import accuracy_interval
+from pytest_nl2sql.metrics.summary import accuracy_interval, accuracy_name
 from pytest_nl2sql.reports import ReportWriteError, register
 from pytest_nl2sql.shown import escaped
 from pytest_nl2sql.vocab import Verdict, hardness_sort_key
@@ -90,10 +90,10 @@ def render_markdown(report: Mapping[str, Any]) -> str:
 def _headline(summary: Mapping[str, Any]) -> str:
     passed, judged = _counts(summary)
     interval = _interval(summary)
-    line = f"### pytest-nl2sql: execution accuracy {_ratio(passed, judged)}" + (f" (95% CI {interval})" if interval else "")
+    line = f"### pytest-nl2sql: {accuracy_name(summary)} {_ratio(passed, judged)}" + (f" (95% CI {interval})" if interval else "")
     notes = []
     if summary.get("neighbours") and summary.get("single_db_accuracy") is not None:
-        notes.append(f"on the cases' own databases alone (no neighbour databases): {_percent(summary['single_db_accuracy'])}")
+        notes.append(f"on the cases' own databases alone (no neighbour databases; Spider's execution accuracy): {_percent(summary['single_db_accuracy'])}")
         if summary.get("strict_accuracy") is not None:
             notes.append(f"strict (fragile passes counted as failures): {_percent(summary['strict_accuracy'])}; "
                          f"{summary.get('fragile') or 0} fragile pass(es)")

@@ -38,7 +38,7 @@ from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
 from pytest_nl2sql.files import atomic_open
-from pytest_nl2sql.metrics.summary import accuracy_interval
+from pytest_nl2sql.metrics.summary import accuracy_interval, accuracy_name
 from pytest_nl2sql.metrics.termselection import details_text
 from pytest_nl2sql.reports import ReportWriteError, register
 from pytest_nl2sql.reports.md import Trend, trend
@@ -471,7 +471,7 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any], run: Mapping[st
     out.pair("passed", summary.get("passed"))
     out.pair("errors (gold_error, outside the accuracy)", errors)
     out.pair("judged cases", total - errors if isinstance(total, int) else None)
-    out.pair("execution accuracy", summary.get("accuracy"), PERCENT)
+    out.pair(accuracy_name(summary), summary.get("accuracy"), PERCENT)
     low, high = _interval(summary)
     out.pair("95% interval, low (Wilson)", low, PERCENT)
     out.pair("95% interval, high (Wilson)", high, PERCENT)
