@@ -19,7 +19,7 @@ import pytest
 from helpers import make_db, make_shop, read_report, write_suite
 from pytest_nl2sql.cli import main
 from pytest_nl2sql.copydb import CopyError, copy_database
-from servers import mariadb_database_url, postgres_database_url
+from servers import mariadb_database, mariadb_database_url, postgres_database_url, postgres_schema
 
 # Spider-like mess: loose declared types, a column name with a space, a date stored as text, a
 # column mixing numbers and text, integers stored as text joined to an integer key, a FK to a
@@ -300,3 +300,201 @@ def test_a_suite_copied_to_postgres_gives_the_same_verdicts(pytester: pytest.Pyt
     local, server = ({i["id"]: i["verdict"] for i in read_report(pytester.path / name)["items"]} for name in ("local.json", "server.json"))
     assert server == local == {"count": "pass", "office": "mismatch", "ordered": "mismatch", "join": "pass", "broken": "pred_error"}
     result.assert_outcomes(passed=2, failed=3)
+
+
+# -- values only some engines hold: copied exactly, or refused naming table, column and why ------
+
+
+def duck_text(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of a DuckDB file as DuckDB spells them (its Python values turn 'infinity' into 9999-12-31)."""
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_duckdb_nan_infinity_and_unsigned_64_bits_are_kept_or_refused_by_name(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    duckdb = pytest.importorskip("duckdb")
+    source = tmp_path / "special.duckdb"
+    con = duckdb.connect(str(source))
+    con.execute("CREATE TABLE num (id INTEGER, r DOUBLE, u UBIGINT)")
+    con.execute("INSERT INTO num VALUES (1, 'NaN', 18446744073709551615), (2, '-Infinity', 1), (3, 1.5, NULL)")
+    con.execute("CREATE TABLE day (id INTEGER, d DATE, ts TIMESTAMPTZ)")
+    con.execute("INSERT INTO day VALUES (1, 'infinity', '-infinity'), (2, '2020-01-02', '2020-01-02 03:04:05+00')")
+    con.close()
+    copy = tmp_path / "copy.duckdb"
+    copy_database(f"duckdb:///{source}", f"duckdb:///{copy}", strict=True)
+    assert duck_text(copy, "SELECT id, CAST(r AS VARCHAR), CAST(u AS VARCHAR) FROM num ORDER BY id") == [
+        (1, "nan", "18446744073709551615"), (2, "-inf", "1"), (3, "1.5", None)]
+    assert duck_text(copy, "SELECT id, CAST(d AS VARCHAR), CAST(ts AS VARCHAR) FROM day ORDER BY id") == [
+        (1, "infinity", "-infinity"), (2, "2020-01-02", "2020-01-02 03:04:05+00")]  # not 9999-12-31
+
+    for column, why in (("r", "the value NaN cannot be copied exactly to sqlite: SQLite has no NaN (it would store NULL)"),
+                        ("u", "the value 18446744073709551615 cannot be copied exactly to sqlite: SQLite holds 64-bit "
+                              "integers and doubles; as a double it would be 1.8446744073709552e+19")):
+        alone = tmp_path / f"{column}.duckdb"
+        con = duckdb.connect(str(alone))
+        con.execute(f"ATTACH '{source}' AS special (READ_ONLY)")
+        con.execute(f"CREATE TABLE num AS SELECT id, {column} FROM special.num")
+        con.close()
+        assert main(["copy-db", f"duckdb:///{alone}", str(tmp_path / "out.sqlite"), "--strict", "-q"]) == 1
+        err = capsys.readouterr().err
+        assert f"table 'num' column '{column}': {why}" in err and "Traceback" not in err
+        assert not (tmp_path / "out.sqlite").exists()
+
+    copy_database(f"duckdb:///{copy}", f"duckdb:///{tmp_path / 'dates.duckdb'}")
+    with pytest.raises(CopyError, match="table 'day' column 'd': the value 'infinity' cannot be copied exactly to sqlite"):
+        copy_database(f"duckdb:///{copy}", str(tmp_path / "dates.sqlite"))
+
+
+@pytest.fixture
+def special_postgres() -> Iterator[Any]:
+    """NaN and the infinities in every floating and numeric type, CHAR(n), infinite dates."""
+    with postgres_schema("nl2sql_special", """
+        CREATE TABLE num (id INTEGER PRIMARY KEY, r REAL, d DOUBLE PRECISION, n NUMERIC);
+        INSERT INTO num VALUES (1, 'NaN', 'NaN', 'NaN'), (2, 'Infinity', '-Infinity', 'Infinity'), (3, 1.5, 2.5, 3.5);
+        CREATE TABLE code (code CHAR(5) PRIMARY KEY, loose BPCHAR, label VARCHAR(10));
+        INSERT INTO code VALUES ('ab', 'cd  ', 'x'), ('abc  ', NULL, 'y');
+        CREATE TABLE ever (id INTEGER PRIMARY KEY, tz TIMESTAMPTZ, ts TIMESTAMP, d DATE);
+        INSERT INTO ever VALUES (1, 'infinity', '-infinity', 'infinity'), (2, '-infinity', 'infinity', '-infinity'),
+                                (3, '2020-01-02 03:04:05+00', '2020-01-02 03:04:05', '2020-01-02')
+    """) as scratch:
+        yield scratch
+
+
+def _only(scratch: Any, keep: str) -> None:
+    """Drop the special tables but `keep`, so that a copy meets only its one."""
+    for table in ("num", "code", "ever"):
+        if table != keep:
+            scratch.admin.execute(f'DROP TABLE IF EXISTS "{table}"')
+
+
+@pytest.mark.services
+def test_postgres_nan_is_copied_where_the_target_has_it_and_refused_by_name_elsewhere(
+        special_postgres: Any, postgres_db: str, mariadb_db: str, tmp_path: Path) -> None:
+    import psycopg
+
+    _only(special_postgres, "num")
+    duck = tmp_path / "num.duckdb"
+    copy_database(special_postgres.url, f"duckdb:///{duck}", strict=True)
+    assert duck_text(duck, "SELECT id, CAST(r AS VARCHAR), CAST(d AS VARCHAR), CAST(n AS VARCHAR) FROM num ORDER BY id") == [
+        (1, "nan", "nan", "nan"), (2, "inf", "-inf", "inf"), (3, "1.5", "2.5", "3.5")]
+    copy_database(special_postgres.url, postgres_db, create=True, strict=True)
+    with psycopg.connect(postgres_db) as con:
+        assert con.execute("SELECT id, r::text, d::text, n::text FROM num ORDER BY id").fetchall() == [
+            (1, "NaN", "NaN", "NaN"), (2, "Infinity", "-Infinity", "Infinity"), (3, "1.5", "2.5", "3.5")]
+
+    for strict in (False, True):  # SQLite stores NaN as NULL: never silently, --strict or not
+        with pytest.raises(CopyError, match="table 'num' column 'r': the value NaN cannot be copied exactly to sqlite: "
+                                            r"SQLite has no NaN \(it would store NULL\)"):
+            copy_database(special_postgres.url, str(tmp_path / "num.sqlite"), strict=strict)
+        assert not (tmp_path / "num.sqlite").exists()
+    with pytest.raises(CopyError, match="table 'num' column 'r': the value NaN cannot be copied exactly to mysql: "
+                                        "MySQL/MariaDB has no NaN"):
+        copy_database(special_postgres.url, mariadb_db, create=True)
+
+    special_postgres.admin.execute("UPDATE num SET r = 0, d = 0, n = 0 WHERE id = 1")  # the infinities are left
+    copy_database(special_postgres.url, str(tmp_path / "inf.sqlite"))
+    assert rows(tmp_path / "inf.sqlite", "num") == sorted([(1, 0.0, 0.0, 0), (2, float("inf"), float("-inf"), float("inf")),
+                                                           (3, 1.5, 2.5, 3.5)], key=repr)
+
+    special_postgres.admin.execute("DROP TABLE num")  # NUMERIC(10, 2) NaN: DuckDB's DECIMAL(10, 2) has none
+    special_postgres.admin.execute("CREATE TABLE bounded (id INTEGER PRIMARY KEY, n NUMERIC(10, 2))")
+    special_postgres.admin.execute("INSERT INTO bounded VALUES (1, 'NaN'), (2, 1.5)")
+    with pytest.raises(CopyError, match="table 'bounded' column 'n': the value NaN cannot be copied exactly to duckdb: "
+                                        "DuckDB's DECIMAL has no NaN"):
+        copy_database(special_postgres.url, f"duckdb:///{tmp_path / 'bounded.duckdb'}")
+
+
+@pytest.mark.services
+def test_postgres_char_n_is_copied_without_its_insignificant_padding(
+        special_postgres: Any, postgres_db: str, mariadb_db: str, tmp_path: Path) -> None:
+    import psycopg
+    import pymysql
+
+    _only(special_postgres, "code")
+    # what the source says, and what every copy must say too
+    queries = ["SELECT label FROM code WHERE code = 'ab'", "SELECT length(code) FROM code WHERE label = 'x'",
+               "SELECT code || '!' FROM code WHERE label = 'y'", "SELECT label FROM code WHERE loose = 'cd'",
+               "SELECT count(DISTINCT code) FROM code WHERE code IN ('ab', 'abc')"]
+    expected = [[("x",)], [(2,)], [("abc!",)], [("x",)], [(2,)]]
+    assert [special_postgres.admin.execute(q).fetchall() for q in queries] == expected
+
+    sqlite_copy, duck = tmp_path / "code.sqlite", tmp_path / "code.duckdb"
+    copy_database(special_postgres.url, str(sqlite_copy), strict=True)
+    copy_database(special_postgres.url, f"duckdb:///{duck}", strict=True)
+    copy_database(special_postgres.url, postgres_db, create=True, strict=True)
+    copy_database(special_postgres.url, mariadb_db, create=True, strict=True)
+    con = sqlite3.connect(sqlite_copy)
+    assert [con.execute(q).fetchall() for q in queries] == expected
+    assert sorted(con.execute("SELECT code, loose FROM code").fetchall(), key=repr) == [("ab", "cd"), ("abc", None)]
+    con.close()
+    assert [duck_text(duck, q) for q in queries] == expected
+    with psycopg.connect(postgres_db) as con:  # PostgreSQL: a CHAR(5) again, padded by PostgreSQL itself
+        assert [con.execute(q).fetchall() for q in queries] == expected
+        assert con.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                           "WHERE attrelid = 'code'::regclass AND attname = 'code'").fetchone() == ("character(5)",)
+        assert con.execute("SELECT code FROM code WHERE label = 'x'").fetchone() == ("ab   ",)
+    con = pymysql.connect(host="127.0.0.1", user="root", password="", database=mariadb_db.rsplit("/", 1)[1])
+    try:
+        with con.cursor() as cursor:
+            found = []
+            for query in queries:
+                cursor.execute(query.replace("code || '!'", "concat(code, '!')"))
+                found.append([tuple(r) for r in cursor.fetchall()])
+        assert found == expected
+    finally:
+        con.close()
+
+
+@pytest.mark.services
+def test_mariadb_bigint_unsigned_maximum_is_copied_exactly_or_refused_by_name(
+        postgres_db: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import psycopg
+
+    top = 18446744073709551615
+    with mariadb_database("nl2sql_unsigned", f"CREATE TABLE big (id INT PRIMARY KEY, u BIGINT UNSIGNED, i INT UNSIGNED); "
+                                             f"INSERT INTO big VALUES (1, {top}, 4294967295), (2, 0, 0)") as scratch:
+        duck = tmp_path / "big.duckdb"
+        copy_database(scratch.url, f"duckdb:///{duck}", strict=True)
+        assert duck_text(duck, "SELECT u = 18446744073709551615, CAST(u AS VARCHAR), i FROM big WHERE id = 1") == [
+            (True, str(top), 4294967295)]
+        copy_database(scratch.url, postgres_db, create=True, strict=True)
+        with psycopg.connect(postgres_db) as con:
+            assert con.execute("SELECT u::text, i FROM big WHERE id = 1").fetchone() == (str(top), 4294967295)
+        assert main(["copy-db", scratch.url, str(tmp_path / "big.sqlite"), "-q"]) == 1  # not a traceback
+        err = capsys.readouterr().err
+        assert (f"table 'big' column 'u': the value {top} cannot be copied exactly to sqlite: SQLite holds 64-bit "
+                "integers and doubles; as a double it would be 1.8446744073709552e+19") in err
+        assert not (tmp_path / "big.sqlite").exists()
+
+
+@pytest.mark.services
+def test_postgres_infinite_dates_are_copied_exactly_or_refused_by_name(
+        special_postgres: Any, postgres_db: str, mariadb_db: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import psycopg
+
+    _only(special_postgres, "ever")
+    expected = [(1, "infinity", "-infinity", "infinity"), (2, "-infinity", "infinity", "-infinity"),
+                (3, "2020-01-02 03:04:05+00", "2020-01-02 03:04:05", "2020-01-02")]
+    duck = tmp_path / "ever.duckdb"
+    copy_database(special_postgres.url, f"duckdb:///{duck}", strict=True)
+    assert duck_text(duck, "SELECT id, CAST(tz AS VARCHAR), CAST(ts AS VARCHAR), CAST(d AS VARCHAR) FROM ever ORDER BY id") == expected
+    assert duck_text(duck, "SELECT count(*) FROM ever WHERE d > DATE '9999-12-31' AND ts < TIMESTAMP '0001-01-01'") == [(1,)]
+    copy_database(special_postgres.url, postgres_db, create=True, strict=True)
+    with psycopg.connect(postgres_db, options="-c TimeZone=UTC") as con:
+        assert con.execute("SELECT id, tz::text, ts::text, d::text FROM ever ORDER BY id").fetchall() == expected
+
+    assert main(["copy-db", special_postgres.url, str(tmp_path / "ever.sqlite"), "-q"]) == 1  # not a traceback
+    err = capsys.readouterr().err
+    assert "table 'ever' column 'tz': the value 'infinity' cannot be copied exactly to sqlite" in err and "Traceback" not in err
+    with pytest.raises(CopyError, match="table 'ever' column 'tz': the value 'infinity' cannot be copied exactly to mysql: "
+                                        "MySQL/MariaDB dates and timestamps know no infinity"):
+        copy_database(special_postgres.url, mariadb_db, create=True)
+    special_postgres.admin.execute("UPDATE ever SET tz = NULL, ts = NULL")  # a date alone, from PostgreSQL and from DuckDB
+    with pytest.raises(CopyError, match="table 'ever' column 'd': the value 'infinity' cannot be copied exactly to sqlite"):
+        copy_database(special_postgres.url, str(tmp_path / "ever.sqlite"))
+    with pytest.raises(CopyError, match="table 'ever' column 'tz': the value 'infinity' cannot be copied exactly to sqlite"):
+        copy_database(f"duckdb:///{duck}", str(tmp_path / "ever.sqlite"))

@@ -4,6 +4,25 @@ MySQL/MariaDB, so that a suite written for one runs on another (`--nl2sql-dsn`, 
 Schema first (types, primary keys, UNIQUE, foreign keys, NOT NULL; `plan.py` decides what the
 target can hold and warns about what it leaves out), then the rows in batches, streamed from the
 source (`sources.py`) into the target's bulk path (`targets.py`: COPY, multi-row INSERT).
+
+Every value is copied exactly, or the copy fails naming table, column and why (`--strict` or
+not: a lost value is never a warning). What "exactly" means where the engines differ:
+
+- NaN and the infinities of a double or a numeric: copied where the target's type has them
+  (PostgreSQL; DuckDB's DOUBLE; SQLite's REAL has the infinities), refused where it has not:
+  SQLite would store NaN as NULL, MySQL/MariaDB and DuckDB's DECIMAL have neither.
+- An integer past 64 bits (MySQL's `BIGINT UNSIGNED` 18446744073709551615) is a DECIMAL(20, 0):
+  exact on DuckDB, PostgreSQL and MySQL; SQLite holds 64-bit integers and doubles only, so it is
+  refused there, as is any decimal whose double would read back as another number.
+- Dates and timestamps Python cannot hold (`'infinity'`, `'-infinity'`, a year BC or past 9999)
+  go to PostgreSQL and DuckDB, which have them, and are refused by SQLite and MySQL/MariaDB.
+- PostgreSQL's `CHAR(n)` is copied without its blank padding ('ab', not 'ab   '), onto a
+  CHAR(n) again on PostgreSQL. PostgreSQL calls the padding insignificant: `code = 'ab'` is
+  true, `length(code)` is 2, `code || '!'` is 'ab!', `GROUP BY` and keys ignore it, and every
+  cast to another string type drops it. Kept on a VARCHAR target, where trailing blanks count,
+  it would break all of those; dropped, only what sees the padding differs off PostgreSQL:
+  `SELECT code` shows 'ab', `octet_length`, `concat`, `LIKE 'ab'` (false on the source), and a
+  literal with trailing blanks (`code = 'ab '`, true on the source).
 """
 
 from __future__ import annotations

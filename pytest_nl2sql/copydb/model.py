@@ -43,6 +43,20 @@ class ColumnType:
     length: int | None = None  # TEXT: a maximum length the source enforced (never SQLite's)
     precision: int | None = None  # DECIMAL; None: unbounded (PostgreSQL's bare NUMERIC)
     scale: int | None = None
+    padded: bool = False  # TEXT: PostgreSQL's CHAR(n), whose trailing blanks mean nothing (sources.py)
+
+
+@dataclass(frozen=True, repr=False)
+class Unreadable:
+    """A date or timestamp the source's driver has no Python value for (`'infinity'`, a year BC
+    or past 9999), as the source engine spells it: a target that reads that spelling gets it,
+    any other refuses it naming the column (`targets.py`), instead of a traceback or `9999-12-31`."""
+
+    text: str
+    dialect: str  # the source engine's (`EngineKind.value`)
+
+    def __repr__(self) -> str:
+        return repr(self.text)
 
 
 @dataclass(frozen=True)
@@ -127,10 +141,10 @@ _SIMPLE: dict[exp.DataType.Type, ColumnType] = {
     T.BLOB: ColumnType(Kind.BLOB), T.BINARY: ColumnType(Kind.BLOB), T.VARBINARY: ColumnType(Kind.BLOB),
     T.LONGBLOB: ColumnType(Kind.BLOB), T.MEDIUMBLOB: ColumnType(Kind.BLOB), T.TINYBLOB: ColumnType(Kind.BLOB),
 }
-_TEXT_WITH_LENGTH = {T.VARCHAR, T.CHAR, T.NVARCHAR, T.NCHAR}
+_TEXT_WITH_LENGTH = {T.VARCHAR, T.CHAR, T.NVARCHAR, T.NCHAR, T.BPCHAR}
+_BLANK_PADDED = {T.CHAR, T.NCHAR, T.BPCHAR}  # on PostgreSQL; MySQL strips a CHAR's padding itself
 # Text in every engine, though some are more (an enum's check, JSON's structure): kept as text.
-_TEXT = {T.TEXT, T.MEDIUMTEXT, T.LONGTEXT, T.TINYTEXT, T.ENUM, T.SET, T.JSON, T.JSONB, T.UUID, T.NAME,
-         T.BPCHAR}
+_TEXT = {T.TEXT, T.MEDIUMTEXT, T.LONGTEXT, T.TINYTEXT, T.ENUM, T.SET, T.JSON, T.JSONB, T.UUID, T.NAME}
 
 
 def catalog_type(declared: str, dialect: str) -> ColumnType | None:
@@ -145,7 +159,7 @@ def catalog_type(declared: str, dialect: str) -> ColumnType | None:
         return _SIMPLE[kind]
     if kind in _TEXT_WITH_LENGTH:
         length = int(params[0]) if params and params[0].isdigit() else None
-        return ColumnType(Kind.TEXT, length=length)
+        return ColumnType(Kind.TEXT, length=length, padded=dialect == "postgres" and kind in _BLANK_PADDED)
     if kind in _TEXT:
         return ColumnType(Kind.TEXT)
     if kind in (T.DECIMAL, T.BIGDECIMAL, T.MONEY):

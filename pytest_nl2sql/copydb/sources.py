@@ -5,6 +5,11 @@ Each engine reads its own catalog (SQLite's pragmas, DuckDB's `duckdb_constraint
 PostgreSQL's `pg_constraint`, MySQL's `information_schema`), on a connection that only reads.
 The data checks run on the source, in its own SQL, so that a copy of a million rows needs no
 second pass in Python: a duplicate or NULL in a key, a child row without its parent.
+
+Values are read as they mean, not as the driver happens to hand them over: a PostgreSQL CHAR(n)
+without its blank padding (`CAST(... AS TEXT)`, PostgreSQL's own conversion, see the package
+docstring), and a date or timestamp Python cannot hold (PostgreSQL's and DuckDB's `'infinity'`, a
+year BC) as `model.Unreadable` rather than a traceback (psycopg) or `9999-12-31` (DuckDB).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pytest_nl2sql.copydb.model import (
     ForeignKey,
     Kind,
     Table,
+    Unreadable,
     UsageError,
     catalog_type,
     sqlite_column_type,
@@ -39,6 +45,7 @@ class Source:
     """What every source offers; the SQL checks are shared, the catalog is per engine."""
 
     dialect = ""
+    _read_errors: tuple[type[Exception], ...] = ()  # the driver's: reading a row fails naming the table
 
     def tables(self) -> list[Table]:
         raise NotImplementedError
@@ -64,6 +71,8 @@ class Source:
     def value_sql(self, table: Table, column: Column, alias: str = "") -> str:
         """How a column is read: as itself, or cast where SQLite's values need it (`Column.read_as`)."""
         ref = (f"{alias}." if alias else "") + self.q(column.name)
+        if column.type.padded:
+            return f"CAST({ref} AS TEXT)"  # PostgreSQL drops a CHAR(n)'s insignificant padding
         return f"CAST({ref} AS {column.read_as})" if column.read_as else ref
 
     def integers_as_text(self, table: Table, column: Column) -> bool:
@@ -75,7 +84,14 @@ class Source:
         return None
 
     def select_sql(self, table: Table) -> str:
-        return f"SELECT {', '.join(self.value_sql(table, c) for c in table.columns)} FROM {self.q(table.name)}"
+        return f"SELECT {', '.join(self.read_sql(table))} FROM {self.q(table.name)}"
+
+    def read_sql(self, table: Table) -> list[str]:
+        """What `batches` selects: the columns, and whatever `read_rows` needs beside them."""
+        return [self.value_sql(table, c) for c in table.columns]
+
+    def read_rows(self, table: Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        return rows
 
     def key_violation(self, table: Table, names: Sequence[str], nulls_allowed: bool) -> str | None:
         """Why `names` cannot be a key of the table's data (a NULL, a duplicate), or None."""
@@ -115,9 +131,17 @@ class Source:
         return self._conn.cursor()
 
     def batches(self, table: Table, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        """The table's rows, `size` at a time; a row the driver cannot read is a `CopyError`."""
+        try:
+            for rows in self._stream(self.select_sql(table), size):
+                yield self.read_rows(table, rows)
+        except self._read_errors as error:
+            raise CopyError(f"table {table.name!r}: cannot read a row of the source: {str(error).strip()}") from None
+
+    def _stream(self, sql: str, size: int) -> Iterator[list[tuple[Any, ...]]]:
         cursor = self._stream_cursor()
         try:
-            cursor.execute(self.select_sql(table))
+            cursor.execute(sql)
             while rows := cursor.fetchmany(size):
                 yield rows
         finally:
@@ -161,6 +185,7 @@ class SqliteSource(Source):
     def __init__(self, spec: DatabaseSpec) -> None:
         path = _source_file(spec)
         self.undecodable = 0
+        self._read_errors = (sqlite3.Error,)
         self._conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
         self._conn.text_factory = self._decode
 
@@ -241,6 +266,8 @@ class DuckdbSource(Source):
             self._conn = duckdb.connect(str(path), read_only=True)
         except duckdb.Error as error:
             raise UsageError(f"cannot open the source database {path}: {error}") from None
+        self._read_errors = (duckdb.Error, ValueError)
+        self._beyond: dict[str, tuple[str, ...]] = {}  # per table: the columns `_beyond_python` found
 
     def tables(self) -> list[Table]:
         here = "database_name = current_database() AND schema_name = current_schema()"
@@ -251,9 +278,46 @@ class DuckdbSource(Source):
             "SELECT table_name, constraint_type, constraint_column_names, referenced_table, referenced_column_names "
             f"FROM duckdb_constraints() WHERE {here} AND constraint_type IN ('PRIMARY KEY', 'UNIQUE', 'FOREIGN KEY') "
             "ORDER BY table_name, constraint_index"))
-        return [_typed_table(self, name, [(c, d, not n) for c, d, n in columns.get(name, [])],
-                             [(k, tuple(c), r, tuple(rc or ())) for k, c, r, rc in constraints.get(name, [])], "length")
-                for name in names]
+        tables = [_typed_table(self, name, [(c, d, not n) for c, d, n in columns.get(name, [])],
+                               [(k, tuple(c), r, tuple(rc or ())) for k, c, r, rc in constraints.get(name, [])], "length")
+                  for name in names]
+        self._beyond = {table.name: self._beyond_python(table) for table in tables}
+        return tables
+
+    @staticmethod
+    def _beyond_sql(ref: str) -> str:
+        return f"CASE WHEN isinf({ref}) THEN true ELSE year({ref}) NOT BETWEEN 1 AND 9999 END"
+
+    def _beyond_python(self, table: Table) -> tuple[str, ...]:
+        """The date and timestamp columns holding a value Python's datetime cannot: DuckDB hands
+        `'infinity'` over as `9999-12-31` (and a year BC as text), so these columns are read twice."""
+        names = [c.name for c in table.columns if c.type.kind in (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ)]
+        if not names:
+            return ()
+        probes = ", ".join(f"coalesce(bool_or({self._beyond_sql(self.q(name))}), false)" for name in names)
+        found = self._fetch(f"SELECT {probes} FROM {self.q(table.name)}")[0]
+        return tuple(name for name, beyond in zip(names, found) if beyond)
+
+    def read_sql(self, table: Table) -> list[str]:
+        """Beside each column `_beyond_python` found: its text where Python cannot hold the value."""
+        extra = [f"CASE WHEN {self._beyond_sql(self.q(name))} THEN CAST({self.q(name)} AS VARCHAR) END"
+                 for name in self._beyond.get(table.name, ())]
+        return super().read_sql(table) + extra
+
+    def read_rows(self, table: Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        beyond = self._beyond.get(table.name, ())
+        if not beyond:
+            return rows
+        width = len(table.columns)
+        where = [i for i, c in enumerate(table.columns) if c.name in beyond]
+        out = []
+        for row in rows:
+            values = list(row[:width])
+            for index, text in zip(where, row[width:]):
+                if text is not None:
+                    values[index] = Unreadable(text, self.dialect)
+            out.append(tuple(values))
+        return out
 
 
 def _typed_table(source: Source, name: str, columns: list[tuple[str, str, bool]],
@@ -300,6 +364,8 @@ class PostgresSource(Source):
             raise UsageError(f"cannot connect to the source {spec.describe()}: {error}") from None
         self._conn.read_only = True
         self._cursors = 0
+        self._read_errors = (psycopg.Error,)
+        _read_unreadable_dates(self._conn)
 
     def tables(self) -> list[Table]:
         names = [r[0] for r in self._fetch(
@@ -327,12 +393,39 @@ class PostgresSource(Source):
                              "char_length")
                 for name in names]
 
-    def batches(self, table: Table, size: int) -> Iterator[list[tuple[Any, ...]]]:
+    def _stream(self, sql: str, size: int) -> Iterator[list[tuple[Any, ...]]]:
         self._cursors += 1
         with self._conn.cursor(name=f"copydb_{self._cursors}") as cursor:  # server-side: streams
-            cursor.execute(self.select_sql(table))
+            cursor.execute(sql)
             while rows := cursor.fetchmany(size):
                 yield rows
+
+
+def _read_unreadable_dates(conn: Any) -> None:
+    """psycopg fails a whole fetch on a date or timestamp Python's datetime cannot hold
+    (`'infinity'`, a year BC or past 9999): such a value is read as `Unreadable` instead, with the
+    text PostgreSQL sent; any other goes through psycopg's own (C) loader as before."""
+    from psycopg import DataError
+    from psycopg.adapt import Loader
+    from psycopg.pq import Format
+
+    class Lenient(Loader):
+        base: Any = None
+
+        def __init__(self, oid: int, context: Any = None) -> None:
+            super().__init__(oid, context)
+            self._base = self.base(oid, context)
+
+        def load(self, data: Any) -> Any:
+            try:
+                return self._base.load(data)
+            except DataError:
+                return Unreadable(bytes(data).decode(), "postgres")
+
+    for name in ("date", "timestamp", "timestamptz"):
+        info = conn.adapters.types[name]
+        base = conn.adapters.get_loader(info.oid, Format.TEXT)
+        conn.adapters.register_loader(name, type(f"Lenient_{name}", (Lenient,), {"base": base}))
 
 
 # -- MySQL / MariaDB -----------------------------------------------------------------------------
@@ -356,6 +449,7 @@ class MysqlSource(Source):
         except pymysql.Error as error:
             raise UsageError(f"cannot connect to the source {spec.describe()}: {error}") from None
         self._pymysql = pymysql
+        self._read_errors = (pymysql.Error,)
 
     def tables(self) -> list[Table]:
         names = [r[0] for r in self._fetch(

@@ -8,6 +8,14 @@ SQLite and DuckDB get their keys in `CREATE TABLE` (neither can add a foreign ke
 DuckDB the rows parents first. The servers get their foreign keys after the rows (in any order,
 cycles included), PostgreSQL its primary keys and UNIQUEs too (a faster load); a key the target
 still refuses is left out with a warning, as `plan.py` does.
+
+A value goes in only as itself: the converters (`Target.converters`) refuse, as `Unfit`, what the
+target's column cannot hold exactly, and `Target.converted` turns that into a `CopyError` naming
+the table, the column, the value and why. So NaN reaches neither SQLite (which would store NULL)
+nor MySQL/MariaDB (no NaN, no infinity); an integer past 64 bits or a decimal reaches a double
+(SQLite's NUMERIC, a DECIMAL wider than the target's) only when the double reads back as the same
+number (0.1 does, 18446744073709551615 does not); a `model.Unreadable` date reaches PostgreSQL,
+and DuckDB when it is `'infinity'`, `'-infinity'` or DuckDB's own spelling, and nothing else.
 """
 
 from __future__ import annotations
@@ -15,18 +23,25 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import math
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.copydb.model import Column, CopyError, Kind, Table, UsageError
+from pytest_nl2sql.copydb.model import Column, CopyError, Kind, Table, Unreadable, UsageError
 from pytest_nl2sql.copydb.sources import quote
 from pytest_nl2sql.engines.url import DatabaseSpec, EngineKind
 
 Convert = Callable[[Any], Any]
 Batches = Iterator[list[tuple[Any, ...]]]
 MYSQL_KEY_CHARS = 768  # InnoDB indexes up to 3072 bytes: 768 four-byte characters
+INT64 = range(-2**63, 2**63)
+TEMPORAL = (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
+
+
+class Unfit(Exception):
+    """A value the target's column cannot hold exactly; `Target.converted` names where and why."""
 
 
 def _as_text(value: Any) -> Any:
@@ -45,12 +60,79 @@ def _iso(value: Any) -> Any:
     return value
 
 
-def _decimal_text(value: Any) -> Any:
-    return str(value) if isinstance(value, decimal.Decimal) else value
+def _nonfinite(value: Any) -> str | None:
+    """`NaN`, `Infinity` or `-Infinity` for such a float or decimal, else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, decimal.Decimal) and not value.is_finite():
+        return "NaN" if value.is_nan() else "Infinity" if value > 0 else "-Infinity"
+    return None
 
 
-def _decimal_float(value: Any) -> Any:
-    return float(value) if isinstance(value, decimal.Decimal) else value
+def _shown(value: Any) -> str:
+    return _nonfinite(value) or (repr(value) if isinstance(value, (str, bytes, Unreadable)) else str(value))
+
+
+def _double(value: Any) -> Any:
+    """A decimal or an integer as a double, only when the double reads back as the same number
+    (its shortest spelling): 0.1 does, 18446744073709551615 does not. NaN and the infinities stay
+    what they are; whether the target has them is the caller's business (`_finite`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, decimal.Decimal)):
+        return value
+    if isinstance(value, decimal.Decimal) and not value.is_finite():
+        return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise Unfit("it is beyond the range of a double") from None
+    if math.isinf(number) or decimal.Decimal(repr(number)) != value:
+        raise Unfit(f"as a double it would be {number!r}")
+    return number
+
+
+def _finite(engine: str, then: Convert | None = None, infinities: bool = False, note: str = "") -> Convert:
+    """A converter refusing NaN, and the infinities unless `infinities`, which `engine`'s type has
+    not (SQLite stores NaN as NULL; MySQL/MariaDB and DECIMALs have neither), then `then`."""
+    def convert(value: Any) -> Any:
+        special = _nonfinite(value)
+        if special is not None and not (infinities and special != "NaN"):
+            raise Unfit(f"{engine} has no {special}{note}")
+        return then(value) if then is not None else value
+    return convert
+
+
+def _sqlite_number(value: Any) -> Any:
+    """SQLite's NUMERIC holds a 64-bit integer or a double: a decimal becomes one exactly, or is
+    refused (SQLite itself would round 18446744073709551615 to a double, silently)."""
+    if isinstance(value, decimal.Decimal) and value.is_nan():
+        raise Unfit("SQLite has no NaN (it would store NULL)")  # the infinities it has, as doubles
+    exact_int = isinstance(value, int) or (isinstance(value, decimal.Decimal) and value.is_finite()
+                                           and value == value.to_integral_value())
+    if exact_int and not isinstance(value, bool) and int(value) in INT64:
+        return int(value)
+    try:
+        return _double(value)
+    except Unfit as why:
+        raise Unfit(f"SQLite holds 64-bit integers and doubles; {why}") from None
+
+
+def _wide_decimal(engine: str, widest: int, nonfinite: bool) -> Convert:
+    """A DECIMAL wider than `engine`'s widest goes to a DOUBLE column (`type_sql`): exactly, or refused."""
+    def convert(value: Any) -> Any:
+        try:
+            return _double(value)
+        except Unfit as why:
+            raise Unfit(f"{engine}'s DECIMAL holds {widest} digits, so the column is a double; {why}") from None
+    return convert if nonfinite else _finite(engine, convert)
+
+
+def _no_unreadable(why: str, then: Convert | None = None) -> Convert:
+    """A converter refusing `model.Unreadable` dates (the target has no such date), then `then`."""
+    def convert(value: Any) -> Any:
+        if isinstance(value, Unreadable):
+            raise Unfit(why)
+        return then(value) if then is not None else value
+    return convert
 
 
 def _utc_naive(value: Any) -> Any:
@@ -133,7 +215,11 @@ class Target:
             for row in rows:
                 values = list(row)
                 for index, function in pairs:
-                    values[index] = function(values[index])
+                    try:
+                        values[index] = function(values[index])
+                    except Unfit as why:
+                        raise CopyError(f"table {table.name!r} column {table.columns[index].name!r}: the value "
+                                        f"{_shown(values[index])} cannot be copied exactly to {self.kind.value}: {why}") from None
                 out.append(tuple(values))
             yield out
 
@@ -202,8 +288,12 @@ class SqliteTarget(Target):
                 Kind.TIMESTAMP: "TIMESTAMP", Kind.TIMESTAMPTZ: "TIMESTAMPTZ", Kind.TIME: "TIME", Kind.BLOB: "BLOB"}[t.kind]
 
     def converters(self, table: Table) -> list[Convert | None]:
-        return _typed_converters(table, {Kind.DECIMAL: _decimal_text, Kind.BOOLEAN: _bool_int, Kind.DATE: _iso,
-                                         Kind.TIMESTAMP: _iso, Kind.TIMESTAMPTZ: _iso, Kind.TIME: _iso, Kind.TEXT: _as_text})
+        dates = _no_unreadable("SQLite keeps dates as ISO text, and its date functions know no infinity and "
+                               "no year outside 0 to 9999", _iso)
+        return _typed_converters(table, {Kind.REAL: _finite("SQLite", infinities=True, note=" (it would store NULL)"),
+                                         Kind.DECIMAL: _sqlite_number, Kind.BOOLEAN: _bool_int,
+                                         Kind.DATE: dates, Kind.TIMESTAMP: dates, Kind.TIMESTAMPTZ: dates, Kind.TIME: _iso,
+                                         Kind.TEXT: _as_text})
 
     def load(self, table: Table, batches: Batches, done: Callable[[int], None]) -> None:
         marks = ", ".join("?" * len(table.columns))
@@ -272,10 +362,23 @@ class DuckdbTarget(Target):
             if column.read_as:
                 return None
             if column.type.kind is Kind.DECIMAL and not (column.type.precision and column.type.precision <= 38):
-                return _decimal_float  # wider than DECIMAL(38): a double, as type_sql says
+                return _wide_decimal("DuckDB", 38, nonfinite=True)  # a DOUBLE, as type_sql says: NaN included
+            if column.type.kind is Kind.DECIMAL:
+                return _finite("DuckDB's DECIMAL")
+            if column.type.kind in TEMPORAL:
+                return self._dates
             return _as_text if column.type.kind is Kind.TEXT else None
 
         return [rule(c) for c in table.columns]
+
+    @staticmethod
+    def _dates(value: Any) -> Any:
+        """`'infinity'`, `'-infinity'` and DuckDB's own spelling of a year BC or past 9999, as text."""
+        if not isinstance(value, Unreadable):
+            return value
+        if value.text in ("infinity", "-infinity") or value.dialect == "duckdb":
+            return value.text
+        raise Unfit(f"DuckDB does not read it as {value.dialect} spells it")
 
     def load(self, table: Table, batches: Batches, done: Callable[[int], None]) -> None:
         """Multi-row INSERTs with parameters: DuckDB's executemany runs one statement per row."""
@@ -359,13 +462,19 @@ class PostgresTarget(Target):
             return "REAL" if t.bits == 32 else "DOUBLE PRECISION"
         if t.kind is Kind.DECIMAL:
             return f"NUMERIC({t.precision}, {t.scale})" if t.precision and t.precision <= 1000 else "NUMERIC"
+        if t.kind is Kind.TEXT and t.padded:  # PostgreSQL's own CHAR(n): blank-padded again
+            return (f"CHAR({t.length})" if t.length else "BPCHAR") + ' COLLATE "C"'
         if t.kind is Kind.TEXT:
             return (f"VARCHAR({t.length})" if t.length else "TEXT") + ' COLLATE "C"'
         return {Kind.BOOLEAN: "BOOLEAN", Kind.DATE: "DATE", Kind.TIMESTAMP: "TIMESTAMP",
                 Kind.TIMESTAMPTZ: "TIMESTAMPTZ", Kind.TIME: "TIME", Kind.BLOB: "BYTEA"}[t.kind]
 
     def converters(self, table: Table) -> list[Convert | None]:
-        return _typed_converters(table, {Kind.TEXT: _as_text})
+        def dates(value: Any) -> Any:  # PostgreSQL reads its own text; another's it rejects naming the column
+            return value.text if isinstance(value, Unreadable) else value
+
+        return _typed_converters(table, {Kind.TEXT: _as_text, Kind.DATE: dates, Kind.TIMESTAMP: dates,
+                                         Kind.TIMESTAMPTZ: dates})
 
     def load(self, table: Table, batches: Batches, done: Callable[[int], None]) -> None:
         columns = ", ".join(self.q(c.name) for c in table.columns)
@@ -486,7 +595,20 @@ class MysqlTarget(Target):
         return f" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE={self.collation}"
 
     def converters(self, table: Table) -> list[Convert | None]:
-        return _typed_converters(table, {Kind.TEXT: _as_text, Kind.TIMESTAMPTZ: _utc_naive})
+        dates = "MySQL/MariaDB dates and timestamps know no infinity and no year outside 1 to 9999"
+        rules = {Kind.TEXT: _as_text, Kind.REAL: _finite("MySQL/MariaDB"), Kind.DECIMAL: _finite("MySQL/MariaDB"),
+                 Kind.DATE: _no_unreadable(dates), Kind.TIMESTAMP: _no_unreadable(dates),
+                 Kind.TIMESTAMPTZ: _no_unreadable(dates, _utc_naive)}
+        wide = _wide_decimal("MySQL/MariaDB", 65, nonfinite=False)  # a DOUBLE, as type_sql says
+
+        def rule(column: Column) -> Convert | None:
+            if column.read_as:
+                return None
+            if column.type.kind is Kind.DECIMAL and not (column.type.precision and column.type.precision <= 65):
+                return wide
+            return rules.get(column.type.kind)
+
+        return [rule(c) for c in table.columns]
 
     def create(self, table: Table) -> None:
         try:
