@@ -118,7 +118,8 @@ class Watchdog:
         self.overran = self.expired()
         if self._timer is not None:
             self._timer.cancel()
-            self._timer.join()
+            if self._timer.is_alive():  # not so if a Ctrl-C came inside `start()`: no error on top of it
+                self._timer.join()
 
     def expired(self) -> bool:
         """Whether the time limit has been reached (the action ran, or the deadline passed)."""

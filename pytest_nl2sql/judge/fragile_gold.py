@@ -150,14 +150,16 @@ def _projected(branch: Any) -> list[tuple[str, str]] | None:
 def neighbour_keys(path: Path, kind: str, invariants: Sequence[Any]) -> frozenset[tuple[str, str]]:
     """The columns of a generated neighbour that identify a row (single-column keys, declared or
     kept unique) or a parent (references, declared or learned)."""
+    from pytest_nl2sql.neighbours.interrupts import ctrl_c_stops
     from pytest_nl2sql.neighbours.invariants import InvariantKind
     from pytest_nl2sql.neighbours.schema import open_source
 
-    reader = open_source(path, kind)
-    try:
-        schema = reader.schema()
-    finally:
-        reader.close()
+    with ctrl_c_stops():  # DuckDB reads the schema in this thread
+        reader = open_source(path, kind)
+        try:
+            schema = reader.schema()
+        finally:
+            reader.close()
     keys = {(t.name.lower(), key[0].lower()) for t in schema.tables for key in t.uniques if len(key) == 1}
     keys |= {(t.name.lower(), fk.columns[0].lower()) for t in schema.tables for fk in t.foreign_keys if len(fk.columns) == 1}
     keys |= {(i.table.lower(), i.column.lower()) for i in invariants

@@ -9,7 +9,8 @@ the real database and on every neighbour where the gold runs.
 Modules: `schema` (reading the source), `literals` (reading the gold), `values` (values next to
 literals, stored as a column stores them), `generate` (one candidate's rows, repaired to respect
 the constraints, and written), `mutants` and `distill` (keeping the candidates that separate the
-gold's mutants), `build` (the whole generation), `cache` (on disk), `shrink` (counterexamples).
+gold's mutants), `build` (the whole generation), `cache` (on disk), `shrink` (counterexamples),
+`interrupts` (a Ctrl-C inside DuckDB, which runs in pytest's thread here, still stops the run).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from sqlglot.errors import SqlglotError
 from pytest_nl2sql.judge.order import has_top_level_order_by
 from pytest_nl2sql.neighbours.distill import Scored, choose, differs, run_query
 from pytest_nl2sql.neighbours.generate import FLAVOURS, CandidateBuilder, Repairer, Rows, create_database
+from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
 from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind, Observed, learn, observe, respelled
 from pytest_nl2sql.neighbours.literals import GoldFacts, parse_gold, read_golds
 from pytest_nl2sql.neighbours.mutants import mutants
@@ -108,7 +109,8 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
     errors = _source_errors(kind)
     try:
         reader = open_source(source, kind)
-    except errors:
+    except errors as error:
+        raise_if_interrupt(error)
         return Neighbourhood((), Observed(()))
     try:
         declared = reader.schema()
@@ -140,7 +142,8 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
                 if computed:
                     connection, rows = _at_computed(connection, rows, computed, builder, repairer, kind)
                     refused = True  # rows were added and repaired again: check them
-            except errors:
+            except errors as error:
+                raise_if_interrupt(error)  # a Ctrl-C is no bad candidate: it stops the run
                 continue
             try:
                 if refused and violations(rows, schema, observed, literals):
@@ -160,7 +163,8 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
         stress = _stress(plausible, declared, observed, literals, facts, engine_golds, count, seed, kind,  # type: ignore[arg-type]
                          mutant_sql, order_matters, covered)
         return Neighbourhood(tuple(plausible + stress), observed)
-    except errors:
+    except errors as error:
+        raise_if_interrupt(error)
         return Neighbourhood((), Observed(()))
     finally:
         reader.close()
@@ -214,7 +218,8 @@ def _stress(plausible: list[Built], declared: Schema, observed: Observed, litera
         repairer = Repairer(schema, rng, Keeper(schema, rest, literals, rng).keep)
         try:
             connection, rows = create_database(schema, settle(repairer.repair(broken), schema, rest, literals), ":memory:", repairer)
-        except _source_errors(kind):
+        except _source_errors(kind) as error:
+            raise_if_interrupt(error)
             continue
         try:
             if not violations(rows, base.schema, observed, literals, only=[invariant]) or violations(rows, schema, rest, literals):

@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_nl2sql.neighbours.build import build_neighbours
 from pytest_nl2sql.neighbours.generate import Repairer, create_database
+from pytest_nl2sql.neighbours.interrupts import ctrl_c_stops
 from pytest_nl2sql.neighbours.invariants import Invariant, learn
 
 MANIFEST = "manifest.json"
@@ -72,6 +73,7 @@ class NeighbourCache:
         material = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds), count])
         return hashlib.sha256(material.encode()).hexdigest()
 
+    @ctrl_c_stops()  # DuckDB runs in this thread: a Ctrl-C in it stops the run, never fails the case
     def neighbours_for(self, source: Path, golds: Sequence[str], count: int, *, dialect: str = "sqlite",
                        kind: str = "sqlite") -> tuple[Neighbour, ...]:
         source = Path(source)

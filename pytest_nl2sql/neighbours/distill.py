@@ -8,12 +8,13 @@ generation (SQLite: a count of VM steps, the same on every machine; DuckDB: a ti
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_nl2sql.engines.base import Watchdog
 from pytest_nl2sql.judge.compare import compare_results
+from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
 
 SQLITE_STEP_CALLS = 2000  # progress-handler calls (every 1000 VM steps): ~2M steps, ~0.1-0.3 s
 DUCKDB_SECONDS = 0.5
@@ -47,16 +48,21 @@ def run_query(connection: Any, sql: str, kind: str) -> Outcome | None:
     else:
         import duckdb
 
-        timer = threading.Timer(DUCKDB_SECONDS, connection.interrupt)
-        timer.start()
+        # Started inside the try and stopped (joined) in its finally: no interrupt can reach the
+        # connection after this query, nor a closed connection (a traceback in the timer's thread).
+        watchdog = Watchdog(DUCKDB_SECONDS, connection.interrupt)
         try:
+            watchdog.start()
             cursor = connection.execute(sql)
             rows = cursor.fetchmany(MAX_RESULT_ROWS + 1)
             width = len(cursor.description or ())
-        except (duckdb.Error, RuntimeError, ValueError, OverflowError):
+        except (duckdb.Error, RuntimeError, ValueError, OverflowError) as error:
+            if isinstance(error, duckdb.InterruptException) and watchdog.fired:
+                return None  # our own work bound
+            raise_if_interrupt(error)  # the user's Ctrl-C, which DuckDB reports as the query's error
             return None
         finally:
-            timer.cancel()
+            watchdog.stop()
     if len(rows) > MAX_RESULT_ROWS:
         return None
     return Outcome(width, tuple(tuple(row) for row in rows))

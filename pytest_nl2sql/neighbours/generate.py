@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
 from pytest_nl2sql.neighbours.literals import GoldFacts, Hint
 from pytest_nl2sql.neighbours.schema import DATE, INT, OTHER, REAL, TEXT, TIMESTAMP, ForeignKey, Schema, Table, quote
 from pytest_nl2sql.neighbours.values import Unstorable, fresh_value, hint_holds, hint_values, satisfying, stored
@@ -822,7 +823,8 @@ def _insert_rows(connection: Any, schema: Schema, rows: Rows, refused: tuple[typ
         for row in rows[table.name]:
             try:
                 connection.execute(insert, list(row))
-            except refused:
+            except refused as error:
+                raise_if_interrupt(error)  # a Ctrl-C refuses no row: it stops the run
                 continue
             kept[table.name].append(row)
     return kept
@@ -839,8 +841,8 @@ def create_duckdb(schema: Schema, rows: Rows, target: str | Path) -> tuple[Any, 
         for sql in schema.extra_sql:
             try:
                 connection.execute(sql)
-            except duckdb.Error:
-                pass
+            except duckdb.Error as error:
+                raise_if_interrupt(error)
     except BaseException:
         connection.close()
         raise

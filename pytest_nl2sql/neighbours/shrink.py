@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_nl2sql.neighbours.generate import Repairer, Rows, create_database, parent_columns
+from pytest_nl2sql.neighbours.interrupts import ctrl_c_stops
 from pytest_nl2sql.neighbours.invariants import InvariantKind, Observed
 from pytest_nl2sql.neighbours.schema import Schema, open_source, quote
 
@@ -193,6 +194,7 @@ def _hashable(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bytes)) else repr(value)
 
 
+@ctrl_c_stops()  # a DuckDB neighbour is read and rewritten in this thread
 def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, tables: Sequence[str] | None = None,
                           budget: int = 200, hints: Sequence[Any] = (), memo: str | None = None) -> Counterexample:
     """The neighbour's rows cut down, while `differs(path)` stays True, until no single row can go
