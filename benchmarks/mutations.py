@@ -12,7 +12,10 @@ Run from the repo root::
   MIN, a dropped WHERE conjunct, another literal (a value of the same column where it can be
   read), another ORDER BY column, another LIMIT. Two further kinds that the distiller has no
   operator for are reported apart: another SELECT column, another GROUP BY column. Seeded, spread
-  over the databases round-robin.
+  over the databases round-robin. A rewrite that no database the schema allows can tell from
+  the gold is not drawn (it is not wrong): DISTINCT dropped on an operand of UNION / EXCEPT /
+  INTERSECT, on a LIMIT 1 query, or where a single table's primary key is selected; another
+  LIMIT of a subquery read as one value (SQLite takes its first row).
 * **equivalent rewrites** that must pass: aliases added or removed, every identifier quoted,
   keyword case toggled, SELECT columns reversed, the two tables of an inner join swapped,
   COUNT(1) for COUNT(*), extra parentheses, ORDER BY 1 added to an unordered gold.
@@ -108,6 +111,7 @@ class Columns:
 
     def __init__(self) -> None:
         self.tables: dict[Path, dict[str, list[str]]] = {}
+        self.primary: dict[Path, dict[str, tuple[str, ...]]] = {}
 
     def of(self, path: Path) -> dict[str, list[str]]:
         if path not in self.tables:
@@ -116,6 +120,19 @@ class Columns:
                 self.tables[path] = {n.lower(): [r[1] for r in connection.execute(f'PRAGMA table_info("{n}")')] for n in names}
             connection.close()
         return self.tables[path]
+
+    def keys(self, path: Path) -> dict[str, tuple[str, ...]]:
+        """{table: its declared primary key's columns}, lower case."""
+        if path not in self.primary:
+            connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                self.primary[path] = {
+                    table: tuple(r[1].lower() for r in sorted(connection.execute(f'PRAGMA table_info("{table}")'), key=lambda r: r[5]) if r[5])
+                    for table in self.of(path)
+                }
+            finally:
+                connection.close()
+        return self.primary[path]
 
     @staticmethod
     def values(path: Path, table: str, column: str) -> list[object]:
@@ -151,7 +168,8 @@ def wrong_sql(kind: str, gold: Gold, rng: random.Random, columns: Columns) -> st
         return None
     schema = columns.of(gold.path)
     if kind == "dropped DISTINCT":
-        node = _pick(rng, [s for s in tree.find_all(exp.Select) if s.args.get("distinct")] +
+        keys = columns.keys(gold.path)
+        node = _pick(rng, [s for s in tree.find_all(exp.Select) if s.args.get("distinct") and not _distinct_is_redundant(s, keys)] +
                      [c for c in tree.find_all(exp.Count) if isinstance(c.this, exp.Distinct)])
         if node is None:
             return None
@@ -193,7 +211,7 @@ def wrong_sql(kind: str, gold: Gold, rng: random.Random, columns: Columns) -> st
         replacement = exp.column(rng.choice(others), table=node.this.table or None, quoted=True)
         node.set("this", replacement)
     elif kind == "another LIMIT":
-        node = _pick(rng, [l for l in tree.find_all(exp.Limit) if isinstance(l.expression, exp.Literal)])
+        node = _pick(rng, [l for l in tree.find_all(exp.Limit) if isinstance(l.expression, exp.Literal) and not _in_scalar_subquery(l)])
         if node is None:
             return None
         value = int(node.expression.this)
@@ -215,6 +233,34 @@ def wrong_sql(kind: str, gold: Gold, rng: random.Random, columns: Columns) -> st
         raise ValueError(kind)
     text = tree.sql(dialect="sqlite")
     return text if text != sqlglot.parse_one(gold.sql, read="sqlite").sql(dialect="sqlite") else None
+
+
+def _distinct_is_redundant(select: exp.Select, keys: dict[str, tuple[str, ...]]) -> bool:
+    """DISTINCT that no database the schema allows can show: on an operand of UNION, EXCEPT or
+    INTERSECT (without ALL: the set operation removes duplicates itself), on a query of one row
+    (LIMIT 1), or on a single table whose declared primary key is selected. Dropping it is an
+    equivalent rewrite, not a wrong prediction."""
+    parent = select.parent
+    while isinstance(parent, (exp.Paren, exp.Subquery)):
+        parent = parent.parent
+    if isinstance(parent, (exp.Union, exp.Except, exp.Intersect)) and parent.args.get("distinct", True):
+        return True
+    limit = select.args.get("limit")
+    if limit is not None and isinstance(limit.expression, exp.Literal) and limit.expression.this == "1":
+        return True
+    source = select.args.get("from_") or select.args.get("from")  # sqlglot renamed it
+    if select.args.get("joins") or source is None or not isinstance(source.this, exp.Table):
+        return False
+    key = keys.get(source.this.name.lower())
+    chosen = {c.name.lower() for c in select.expressions if isinstance(c, exp.Column)}
+    return bool(key) and set(key) <= chosen and not select.args.get("group")
+
+
+def _in_scalar_subquery(limit: exp.Limit) -> bool:
+    """A LIMIT of a subquery read as one value (`x = (SELECT ... LIMIT 1)`): SQLite takes the
+    subquery's first row, so `LIMIT 2` there means the same (not so under IN or EXISTS)."""
+    subquery = limit.find_ancestor(exp.Subquery)
+    return subquery is not None and not isinstance(subquery.parent, (exp.In, exp.Exists, exp.From, exp.Join, exp.Union, exp.Except, exp.Intersect))
 
 
 def _other_literal(node: exp.Literal, tree: exp.Expression, schema: dict[str, list[str]], gold: Gold, rng: random.Random) -> exp.Expression:

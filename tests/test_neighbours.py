@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_nl2sql.cases.read import Case
 from pytest_nl2sql.judge.compare import compare_results
 from pytest_nl2sql.judge.order import has_top_level_order_by
+from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
 from pytest_nl2sql.neighbours import GENERATOR_VERSION, NeighbourCache, neighbours_for, shrink_counterexample
+from pytest_nl2sql.vocab import Verdict
 
 SPIDER = Path(__file__).resolve().parents[2] / "shared" / "data" / "spider"
 
@@ -256,3 +259,27 @@ def test_duckdb_sources_give_duckdb_neighbours(tmp_path: Path) -> None:
     assert any(differs(n.path) for n in found)
     with duckdb.connect(str(found[0].path), read_only=True) as db:
         assert db.execute("SELECT count(*) FROM emp WHERE dept_id NOT IN (SELECT id FROM dept)").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("wrong", [
+    "SELECT title FROM publication WHERE year > 2000 ORDER BY citation_num DESC LIMIT 2",
+    "SELECT title FROM publication WHERE year > 2000 ORDER BY pid DESC LIMIT 1",
+    "SELECT title FROM publication WHERE year > 4001 ORDER BY citation_num DESC LIMIT 1",
+])
+def test_a_table_shipped_empty_gets_rows_that_meet_the_gold_s_literals(tmp_path: Path, wrong: str) -> None:
+    """Spider's academic, geo and yelp ship empty: made-up rows must meet `year > 2000` often
+    enough (values on, inside and outside the literal) for a top-1 to be decided on several rows."""
+    source = tmp_path / "academic.sqlite"
+    with sqlite3.connect(source) as connection:
+        connection.executescript("""
+            CREATE TABLE author(aid INTEGER PRIMARY KEY, name TEXT);
+            CREATE TABLE publication(pid INTEGER PRIMARY KEY, title TEXT, year INTEGER, citation_num INTEGER,
+                                     aid INTEGER REFERENCES author(aid));
+        """)
+    connection.close()
+    gold = "SELECT title FROM publication WHERE year > 2000 ORDER BY citation_num DESC LIMIT 1"
+    case = Case(id="top", file=tmp_path / "s.nl2sql.yaml", line=1, position=0, database="academic.sqlite",
+                database_target=str(source), gold=(gold,), predicted=wrong)
+    result = Pipeline(RunOptions(neighbours=3, cache_dir=tmp_path / "cache")).evaluate(
+        case, CaseLabel("s.nl2sql.yaml::top", "s.nl2sql.yaml", 0)).result
+    assert (result.verdict, result.reason) == (Verdict.MISMATCH, "neighbour database")

@@ -54,9 +54,10 @@ class NeighbourCache:
     device, inode, size and mtime: the file itself, however it is named) so a big file is hashed
     once per process."""
 
-    def __init__(self, cache_dir: Path, version: str) -> None:
+    def __init__(self, cache_dir: Path, version: str, *, seed: str | None = None) -> None:
         self.cache_dir = Path(cache_dir)
         self.version = version
+        self.seed = version if seed is None else seed  # salts the random draws (not the cache key)
         self._source_hashes: dict[tuple[int, int, int, int], str] = {}
         self._learned: dict[str, tuple[Invariant, ...]] = {}  # source hash -> its structural invariants
         self.generated = 0  # how many keys this object built itself (a cache miss each)
@@ -85,7 +86,7 @@ class NeighbourCache:
         if found is not None:
             return found
         # the seed leaves out `count`: asking for more neighbours considers the same candidates
-        seed = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds)]).encode()
+        seed = json.dumps([self.seed, kind, dialect, self.source_hash(source), list(golds)]).encode()
         source_hash = self.source_hash(source)
 
         def learned(reader: Any, schema: Any) -> tuple[Invariant, ...]:

@@ -418,11 +418,19 @@ class CandidateBuilder:
 
     def _synthetic(self, table: Table, rng: random.Random) -> list[Any]:
         """A row for a table with none to copy (a source shipped empty): values from small
-        domains per column, so that rows repeat values, tie and group as real data does."""
+        domains per column, so that rows repeat values, tie and group as real data does. A
+        column the gold compares with a literal mostly takes the literal's values (on, inside and
+        just outside): nothing else would meet `year > 2000`, and one row meeting it cannot tell
+        `LIMIT 1` from `LIMIT 2` or one ORDER BY column from another."""
+        hinted = {hint.column[1].lower(): hint for hint in self._hints_of(table)}
         row: list[Any] = []
         for column in table.columns:
-            if column.value_class == INT:
-                value: Any = rng.randint(1, 8) * 10
+            hint = hinted.get(column.name.lower())
+            near = [*satisfying(hint, column.value_class), *hint_values(hint, column.value_class)] if hint else []
+            if near and rng.random() < 0.7:
+                value: Any = rng.choice(near)
+            elif column.value_class == INT:
+                value = rng.randint(1, 8) * 10
             elif column.value_class == REAL:
                 value = rng.randint(1, 8) * 2.5
             elif column.value_class in (TEXT, OTHER):
