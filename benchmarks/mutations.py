@@ -14,7 +14,8 @@ Run from the repo root::
   operator for are reported apart: another SELECT column, another GROUP BY column. Seeded, spread
   over the databases round-robin. A rewrite that no database the schema allows can tell from
   the gold is not drawn (it is not wrong): DISTINCT dropped on an operand of UNION / EXCEPT /
-  INTERSECT, on a LIMIT 1 query, or where a single table's primary key is selected; another
+  INTERSECT, on a LIMIT 1 query, or where a table's primary key is selected (and a second
+  table, if any, is joined on its own key); another
   LIMIT of a subquery read as one value (SQLite takes its first row).
 * **equivalent rewrites** that must pass: aliases added or removed, every identifier quoted,
   keyword case toggled, SELECT columns reversed, the two tables of an inner join swapped,
@@ -238,8 +239,9 @@ def wrong_sql(kind: str, gold: Gold, rng: random.Random, columns: Columns) -> st
 def _distinct_is_redundant(select: exp.Select, keys: dict[str, tuple[str, ...]]) -> bool:
     """DISTINCT that no database the schema allows can show: on an operand of UNION, EXCEPT or
     INTERSECT (without ALL: the set operation removes duplicates itself), on a query of one row
-    (LIMIT 1), or on a single table whose declared primary key is selected. Dropping it is an
-    equivalent rewrite, not a wrong prediction."""
+    (LIMIT 1), or where a table's declared primary key is selected and the only other table, if
+    any, is joined on its own key (one row of it per row). Dropping it is an equivalent
+    rewrite, not a wrong prediction."""
     parent = select.parent
     while isinstance(parent, (exp.Paren, exp.Subquery)):
         parent = parent.parent
@@ -249,11 +251,35 @@ def _distinct_is_redundant(select: exp.Select, keys: dict[str, tuple[str, ...]])
     if limit is not None and isinstance(limit.expression, exp.Literal) and limit.expression.this == "1":
         return True
     source = select.args.get("from_") or select.args.get("from")  # sqlglot renamed it
-    if select.args.get("joins") or source is None or not isinstance(source.this, exp.Table):
+    joins = select.args.get("joins") or []
+    if source is None or not isinstance(source.this, exp.Table) or len(joins) > 1 or select.args.get("group"):
         return False
-    key = keys.get(source.this.name.lower())
-    chosen = {c.name.lower() for c in select.expressions if isinstance(c, exp.Column)}
-    return bool(key) and set(key) <= chosen and not select.args.get("group")
+    tables = [source.this] + [j.this for j in joins]
+    if not all(isinstance(t, exp.Table) for t in tables):
+        return False
+    alias = {t.alias_or_name.lower(): t.name.lower() for t in tables}
+
+    def table_of(column: exp.Column) -> str | None:
+        return alias.get(column.table.lower()) if column.table else (tables[0].name.lower() if len(tables) == 1 else None)
+
+    chosen = {(table_of(c), c.name.lower()) for c in select.expressions if isinstance(c, exp.Column)}
+    for kept in tables:
+        key = keys.get(kept.name.lower())
+        if not key or not {(kept.name.lower(), k) for k in key} <= chosen:
+            continue
+        if not joins:
+            return True
+        # two tables: the other joined on its own one-column key gives at most one row per kept row
+        other = tables[1] if kept is tables[0] else tables[0]
+        other_key = keys.get(other.name.lower())
+        condition = joins[0].args.get("on")
+        if other_key and len(other_key) == 1 and condition is not None:
+            for eq in condition.find_all(exp.EQ):
+                sides = [s for s in (eq.this, eq.expression) if isinstance(s, exp.Column)]
+                if len(sides) == 2 and any(table_of(s) == other.name.lower() and s.name.lower() == other_key[0] for s in sides) \
+                        and any(table_of(s) == kept.name.lower() for s in sides):
+                    return True
+    return False
 
 
 def _in_scalar_subquery(limit: exp.Limit) -> bool:

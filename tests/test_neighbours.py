@@ -283,3 +283,21 @@ def test_a_table_shipped_empty_gets_rows_that_meet_the_gold_s_literals(tmp_path:
     result = Pipeline(RunOptions(neighbours=3, cache_dir=tmp_path / "cache")).evaluate(
         case, CaseLabel("s.nl2sql.yaml::top", "s.nl2sql.yaml", 0)).result
     assert (result.verdict, result.reason) == (Verdict.MISMATCH, "neighbour database")
+
+
+@pytest.mark.skipif(not (SPIDER / "database" / "tracking_share_transactions").is_dir(),
+                    reason="needs the Spider databases in ../shared/data/spider")
+@pytest.mark.parametrize("wrong", [
+    'SELECT MIN(amount_of_transaction) FROM TRANSACTIONS WHERE transaction_type_code = "PUR"',
+    'SELECT MIN(amount_of_transaction) FROM TRANSACTIONS WHERE transaction_type_code = "PUR" AND share_count >= 50',
+])
+def test_a_row_just_outside_the_condition_wins_the_aggregate_somewhere(tmp_path: Path, wrong: str) -> None:
+    """A MIN whose condition is dropped or shifted shows itself only if a row the condition keeps
+    out holds the smallest value: rows made just outside the gold's literal get one past the rest."""
+    source = SPIDER / "database" / "tracking_share_transactions" / "tracking_share_transactions.sqlite"
+    gold = 'SELECT min(amount_of_transaction) FROM TRANSACTIONS WHERE transaction_type_code  =  "PUR" AND share_count  >  50'
+    case = Case(id="min", file=tmp_path / "s.nl2sql.yaml", line=1, position=0, database="tracking_share_transactions",
+                database_target=str(source), gold=(gold,), predicted=wrong)
+    result = Pipeline(RunOptions(neighbours=3, cache_dir=tmp_path / "cache")).evaluate(
+        case, CaseLabel("s.nl2sql.yaml::min", "s.nl2sql.yaml", 0)).result
+    assert (result.verdict, result.reason) == (Verdict.MISMATCH, "neighbour database")

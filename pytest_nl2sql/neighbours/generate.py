@@ -481,11 +481,39 @@ class CandidateBuilder:
                 row = self._make_row(table, rows, hint)
                 row[position] = value
                 made.append(tuple(row))
+                made += self._past_the_extremes(table, hint, row, position, rows[table.name])
         if len(made) > HINT_ROWS_CAP:
             made = self.rng.sample(made, HINT_ROWS_CAP)
         for _ in range(2):  # rows that meet every condition
             made.append(tuple(self._make_row(table, rows, None, agree=1.0)))
         return made
+
+    def _past_the_extremes(self, table: Table, hint: Hint, row: list[Any], position: int,
+               current: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """For a row just outside the gold's condition: copies whose aggregated or ordered column
+        is past every value there, so that a query that drops or shifts the condition (MIN without
+        `share_count > 50`, `>=` for `>`) picks that row and shows itself. (Twins meeting another
+        condition on the same column were tried for INTERSECT golds: they caught two mutants and
+        lost four, the shared values repaired away as repeated names.)"""
+        twins: list[tuple[Any, ...]] = []
+        column = table.columns[position]
+        if hint_holds(hint, row[position]):
+            return twins
+        extremes = [c for t, c in self.facts.aggregated + self.facts.ordered
+                    if t == table.name and c.lower() != column.name.lower()]
+        for name in dict.fromkeys(extremes):
+            at = table.position(name)
+            kind = table.columns[at].value_class
+            seen = [r[at] for r in current if isinstance(r[at], (int, float)) and not isinstance(r[at], bool)]
+            if kind not in (INT, REAL) or not seen:
+                continue
+            step = 1 if kind == INT else 0.5
+            value = stored_or_none(self.rng.choice([min(seen) - step, max(seen) + step]), table.columns[at], self.schema.kind)
+            if value is not None:
+                twin = list(row)
+                twin[at] = value
+                twins.append(tuple(twin))
+        return twins
 
     def _duplicates(self, table: Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """Copies of rows (their keys made fresh by the repair) and values copied across rows."""
