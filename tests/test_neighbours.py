@@ -278,11 +278,16 @@ def test_a_table_shipped_empty_gets_rows_that_meet_the_gold_s_literals(tmp_path:
         """)
     connection.close()
     gold = "SELECT title FROM publication WHERE year > 2000 ORDER BY citation_num DESC LIMIT 1"
-    case = Case(id="top", file=tmp_path / "s.nl2sql.yaml", line=1, position=0, database="academic.sqlite",
-                database_target=str(source), gold=(gold,), predicted=wrong)
+    assert _judged_with_neighbours(source, gold, wrong, tmp_path) == (Verdict.MISMATCH, "neighbour database")
+
+
+def _judged_with_neighbours(source: Path, gold: str, predicted: str, tmp_path: Path) -> tuple[Verdict, str | None]:
+    """(verdict, reason) of a prediction judged as the plugin judges it, with three neighbours."""
+    case = Case(id="q", file=tmp_path / "s.nl2sql.yaml", line=1, position=0, database=source.name,
+                database_target=str(source), gold=(gold,), predicted=predicted)
     result = Pipeline(RunOptions(neighbours=3, cache_dir=tmp_path / "cache")).evaluate(
-        case, CaseLabel("s.nl2sql.yaml::top", "s.nl2sql.yaml", 0)).result
-    assert (result.verdict, result.reason) == (Verdict.MISMATCH, "neighbour database")
+        case, CaseLabel("s.nl2sql.yaml::q", "s.nl2sql.yaml", 0)).result
+    return result.verdict, result.reason
 
 
 @pytest.mark.skipif(not (SPIDER / "database" / "tracking_share_transactions").is_dir(),
@@ -296,8 +301,4 @@ def test_a_row_just_outside_the_condition_wins_the_aggregate_somewhere(tmp_path:
     out holds the smallest value: rows made just outside the gold's literal get one past the rest."""
     source = SPIDER / "database" / "tracking_share_transactions" / "tracking_share_transactions.sqlite"
     gold = 'SELECT min(amount_of_transaction) FROM TRANSACTIONS WHERE transaction_type_code  =  "PUR" AND share_count  >  50'
-    case = Case(id="min", file=tmp_path / "s.nl2sql.yaml", line=1, position=0, database="tracking_share_transactions",
-                database_target=str(source), gold=(gold,), predicted=wrong)
-    result = Pipeline(RunOptions(neighbours=3, cache_dir=tmp_path / "cache")).evaluate(
-        case, CaseLabel("s.nl2sql.yaml::min", "s.nl2sql.yaml", 0)).result
-    assert (result.verdict, result.reason) == (Verdict.MISMATCH, "neighbour database")
+    assert _judged_with_neighbours(source, gold, wrong, tmp_path) == (Verdict.MISMATCH, "neighbour database")
