@@ -95,4 +95,4 @@ def hardness_sort_key(label: str | None) -> tuple[int, str]:
 
 # Report formats (`--nl2sql-report=FORMAT[:PATH]`) and their file extensions; the writers register
 # themselves by these names in `pytest_nl2sql.reports`.
-REPORT_FORMATS = {"xlsx": "xlsx", "json": "json", "csv": "csv", "md": "md"}
+REPORT_FORMATS = {"xlsx": "xlsx", "json": "json", "csv": "csv", "md": "md", "html": "html"}

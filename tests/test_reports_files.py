@@ -55,9 +55,9 @@ def test_every_format_has_a_registered_writer(fmt: str) -> None:
     assert default_path(fmt) == Path(f"nl2sql-report.{REPORT_FORMATS[fmt]}")
 
 
-def test_an_unknown_format_is_a_value_error() -> None:
-    with pytest.raises(ValueError, match="unknown report format 'html'.*json"):
-        write_report("html", make_report(), Path("x.html"))
+def test_an_unknown_format_is_a_value_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown report format 'pdf'.*json"):
+        write_report("pdf", make_report(), tmp_path / "x.pdf")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
