@@ -13,6 +13,12 @@ combines the JSON reports of a suite's shards (a CI matrix running parts of it) 
 summary, the baseline and thresholds applied once, the other reports written once, exit code 1
 when the gate fails, as if the suite had run in one process.
 
+    nl2sql compare A.json B.json [--nl2sql-report=md[:PATH]] [--nl2sql-report=html[:PATH]] [-v | --all]
+
+puts two runs' JSON reports side by side (pytest_nl2sql/gate/compare.py): every accuracy figure and
+bucket of both with the difference, the cases that flipped each way with both predictions, and
+McNemar's exact p over the cases judged in both. Exit code 0; 2 for a file that is not a report.
+
     nl2sql copy-db SOURCE_URL TARGET_URL [--replace] [--create] [--strict] [--numeric-text] [--quiet] [--batch-size N]
 
 copies a database (schema, keys, rows) between SQLite, DuckDB, PostgreSQL and MySQL/MariaDB, so
@@ -204,6 +210,38 @@ def gate_fails(finished: Finished, update_baseline: bool) -> bool:
     return bool(finished.failures or broken or (unexpected and not update_baseline))
 
 
+def _compare_command(args: argparse.Namespace) -> int:
+    from pytest_nl2sql.files import atomic_write_text
+    from pytest_nl2sql.gate.compare import FORMATS, RENDERERS, ReportError, compare_files, render_text
+
+    reports = []
+    for text in args.report or ():
+        fmt, _, path = text.partition(":")
+        fmt = fmt.strip().lower()
+        if fmt not in FORMATS:
+            print(f"nl2sql compare: --nl2sql-report: unknown format {fmt!r} (use one of {', '.join(FORMATS)})", file=sys.stderr)
+            return 4
+        reports.append((fmt, Path.cwd() / (path or f"nl2sql-compare.{FORMATS[fmt]}")))
+    try:
+        comparison = compare_files(args.a, args.b)
+    except ReportError as e:  # named, exit 2, as merge-reports refuses a malformed shard
+        print(f"nl2sql compare: cannot compare the reports: {e}", file=sys.stderr)
+        return 2
+    written, failed = [], []
+    for fmt, path in reports:  # before printing: a reader that stops early (`| head`) costs no file
+        try:
+            atomic_write_text(path, RENDERERS[fmt](comparison), errors="backslashreplace", what=f"the {fmt} comparison")
+        except OSError as e:
+            failed.append(f"nl2sql compare: {e}")
+        else:
+            written.append(f"{fmt} comparison: {path}")
+    for line in [*render_text(comparison, everything=args.everything), *written]:
+        print(line)
+    for message in failed:
+        print(message, file=sys.stderr)
+    return 1 if failed else 0
+
+
 def _copy_db_command(args: argparse.Namespace) -> int:
     from pytest_nl2sql.copydb import CopyError, TextProgress, UsageError, copy_database
 
@@ -251,6 +289,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     merge.add_argument("--nl2sql-fail-under", dest="fail_under", action="append", help="as the pytest option (repeatable)")
     merge.add_argument("--nl2sql-report", dest="report", action="append", help="FORMAT[:PATH], as the pytest option (repeatable)")
     merge.add_argument("--rootdir", default=".", help="the rootdir the shards ran in (case files are relative to it)")
+    compare = commands.add_parser(
+        "compare", help="two runs' JSON reports side by side: figures, flipped cases, McNemar's p",
+        description="Compare run B with run A (their --nl2sql-report=json files): each accuracy figure and bucket of "
+                    "both with the difference, the cases that flipped each way, McNemar's exact p over the cases "
+                    "judged in both.")
+    compare.add_argument("a", metavar="A.json", help="the reference run's JSON report")
+    compare.add_argument("b", metavar="B.json", help="the run compared with it")
+    compare.add_argument("--nl2sql-report", dest="report", action="append",
+                         help="md[:PATH], html[:PATH] or json[:PATH]: write the comparison too (repeatable; "
+                              "default PATH nl2sql-compare.EXT)")
+    compare.add_argument("-v", "--verbose", "--all", dest="everything", action="store_true",
+                         help="list every flipped case and bucket, not the first few")
     copy = commands.add_parser(
         "copy-db", help="copy a database (schema, keys, rows) to another engine",
         description="Copy every table of SOURCE_URL into TARGET_URL: sqlite:///path (or a plain path), "
@@ -272,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _copy_db_command(args)
     if args.command == "merge-reports":
         return _merge_command(args)
+    if args.command == "compare":
+        return _compare_command(args)
     try:
         print(readonly_role(args.url, args.role))
     except ValueError as e:

@@ -1,13 +1,29 @@
-"""Efficiency of right answers (BIRD's R-VES): timed, repeated when unusual, never a verdict."""
+"""Efficiency of right answers (BIRD's R-VES): timed again on both sides, interleaved, within a
+budget; stable from run to run; never a verdict."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
+from collections.abc import Callable
 
 import pytest
 
 from helpers import read_report, write_suite
-from pytest_nl2sql.metrics.efficiency import REPEATS, measure, reward, summarize_efficiency
+from pytest_nl2sql.metrics.efficiency import (
+    BUDGET_S,
+    MAX_ROUNDS,
+    MIN_ROUNDS,
+    TIE,
+    measure,
+    reward,
+    slowdown_reward,
+    summarize_efficiency,
+)
+
+
+def never() -> float:
+    pytest.fail("timed again")
 
 
 @pytest.mark.parametrize(("gold_s", "pred_s", "expected"), [
@@ -16,17 +32,83 @@ def test_the_reward_follows_bird(gold_s: float, pred_s: float, expected: float) 
     assert reward(gold_s, pred_s) == expected
 
 
-def test_an_unusual_ratio_retimes_the_side_that_looks_slow_and_keeps_its_fastest_timing() -> None:
-    preds = iter([0.030, 0.500])
-    slow_prediction = measure(0.011, 0.100, lambda: pytest.fail("the gold looked usual"), lambda: next(preds))
-    assert (slow_prediction.repeats, slow_prediction.gold_s, slow_prediction.predicted_s) == (REPEATS, 0.011, 0.030)
-    golds = iter([0.009, 0.004])
-    slow_gold = measure(0.050, 0.010, lambda: next(golds), lambda: pytest.fail("the prediction looked usual"))
-    assert (slow_gold.repeats, slow_gold.gold_s, slow_gold.predicted_s) == (REPEATS, 0.004, 0.010)
-    usual = measure(0.010, 0.012, lambda: pytest.fail("not repeated"), lambda: pytest.fail("not repeated"))
-    assert usual.repeats == 1
-    too_fast_to_tell = measure(0.0001, 0.0009, lambda: pytest.fail("not repeated"), lambda: pytest.fail("not repeated"))
-    assert too_fast_to_tell.repeats == 1
+def test_a_prediction_within_the_tie_of_its_gold_counts_as_equally_fast() -> None:
+    assert slowdown_reward(1.0) == slowdown_reward(TIE) == 1.0
+    assert slowdown_reward(TIE * 1.01) == 0.75
+    assert slowdown_reward(0.49) == 1.25 and slowdown_reward(2.1) == 0.5
+
+
+def test_both_sides_are_timed_again_interleaved_and_their_fastest_re_timing_kept() -> None:
+    calls: list[str] = []
+    golds = iter([0.0105, 0.0100, 0.0130, 0.0101, 0.0102])
+    preds = iter([0.0320, 0.0300, 0.0310, 0.0900, 0.0305])
+
+    def timer(side: str, values: object) -> Callable[[], float]:
+        return lambda: (calls.append(side), next(values))[1]  # type: ignore[call-overload]
+
+    # the first timings (setup vs call, a different moment) are left out: 0.001 would be a 30x slowdown
+    e = measure(0.001, 0.030, timer("gold", golds), timer("pred", preds))
+    assert (e.gold_s, e.predicted_s, e.repeats) == (0.0100, 0.0300, MIN_ROUNDS)
+    assert calls == ["gold", "pred", "pred", "gold", "gold", "pred", "pred", "gold", "gold", "pred"]
+    assert e.reward == 0.5
+
+
+def test_queries_both_under_the_floor_are_not_timed_again() -> None:
+    e = measure(0.0001, 0.0009, never, never)
+    assert (e.repeats, e.slowdown, e.reward) == (1, 1.0, 1.0)
+
+
+def test_a_slowdown_near_a_reward_boundary_is_timed_until_the_round_limit() -> None:
+    e = measure(0.010, 0.020, lambda: 0.010, lambda: 0.020)  # exactly 2x: either side of BIRD's boundary
+    assert e.repeats == MAX_ROUNDS
+    far = measure(0.010, 0.030, lambda: 0.010, lambda: 0.030)
+    assert far.repeats == MIN_ROUNDS
+
+
+def test_slow_queries_stop_at_the_budget_after_one_round() -> None:
+    counted = []
+    e = measure(2.0, 4.0, lambda: 2.0, lambda: counted.append(1) or 4.0)
+    assert len(counted) == 1 and e.repeats == 1 and e.slowdown == 2.0
+    half = BUDGET_S / 4  # each round costs half the budget: two rounds
+    assert measure(half, half, lambda: half, lambda: half).repeats == 2
+
+
+def test_a_failed_re_timing_falls_back_to_the_first_timings() -> None:
+    e = measure(0.010, 0.012, lambda: float("inf"), lambda: float("inf"))
+    assert (e.gold_s, e.predicted_s, e.repeats) == (0.010, 0.012, 1)
+
+
+def test_noisy_timings_give_the_same_reward_run_after_run() -> None:
+    """Bursts of load (a timing three to five times too long, one in four) on queries of ~2 ms:
+    an equivalent prediction scores 1 in at least 99% of simulated runs, a 3x slower one 0.5 in at
+    least 95% (a single timing of each side would be wrong in about 40% of them)."""
+    rng = random.Random(7)
+
+    def noisy(seconds: float) -> Callable[[], float]:
+        return lambda: seconds * (rng.uniform(3, 5) if rng.random() < 1 / 4 else rng.uniform(1.0, 1.03))
+
+    def rewards(slowdown: float) -> list[float]:
+        gold, pred = noisy(0.002), noisy(0.002 * slowdown)
+        return [measure(gold(), pred(), gold, pred).reward for _ in range(300)]
+
+    assert sum(r != 1.0 for r in rewards(1.0)) <= 3
+    assert sum(r != 0.5 for r in rewards(3.0)) <= 15
+
+
+def test_a_fastest_timing_that_does_not_come_back_tells_nothing() -> None:
+    """A busy machine: the gold read 1 ms once and a scheduler tick (4 ms) every other time."""
+    golds = iter([0.001, 0.004, 0.0041, 0.004, 0.0042])
+    e = measure(0.004, 0.004, lambda: next(golds), lambda: 0.004)
+    assert (e.steady, e.slowdown, e.reward, e.repeats) == (False, 1.0, 1.0, MIN_ROUNDS)
+    assert (e.gold_s, e.predicted_s) == (0.001, 0.004)  # the timings are kept, for the record
+
+
+def test_scattered_timings_still_tell_a_far_slower_prediction() -> None:
+    """A busy machine scatters a slow query's timings by more than `STEADY`, but not by the 500x
+    that separates it from its gold: the noise cannot make the two equally fast."""
+    preds = iter([0.5, 0.62, 0.55, 0.7, 0.65])
+    e = measure(0.001, 0.6, lambda: 0.001, lambda: next(preds), budget_s=10)
+    assert (e.steady, e.reward) == (True, 0.25) and e.slowdown == pytest.approx(500)
 
 
 def test_r_ves_counts_wrong_answers_as_zero() -> None:
@@ -49,4 +131,4 @@ def test_a_slow_right_prediction_is_a_finding_not_a_failure(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["efficiency (BIRD's R-VES over judged SQL cases): *1 of 2 ran 10x slower than their gold or worse"])
     items = {i["id"]: i for i in read_report(pytester.path / "r.json")["items"]}
     assert items["slow"]["execution_time"]["slowdown"] >= 10 and items["slow"]["execution_time"]["reward"] == 0.25
-    assert items["slow"]["execution_time"]["repeats"] == REPEATS
+    assert items["slow"]["execution_time"]["repeats"] >= 1

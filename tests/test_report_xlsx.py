@@ -364,3 +364,46 @@ def test_statistics_give_the_interval_of_every_accuracy(tmp_path: Path) -> None:
     easy = next(row for row in cells if row[0] == "easy")
     assert header[:7] == ["hardness", "total", "passed", "errors", "accuracy", "95% CI low", "95% CI high"]
     assert easy[:7] == ["easy", 4, 2, 0, 0.5, 0.150039, 0.849961]
+
+
+def test_the_statistics_chart_sits_beside_the_tables_not_over_them(workbook: tuple[Path, Any]) -> None:
+    _, wb = workbook
+    ws = wb["Statistics"]
+    (chart,) = ws._charts
+    start = chart.anchor._from  # zero-based column and row of its top-left corner
+    used = max(cell.column for row in ws.iter_rows() for cell in row if cell.value is not None)
+    assert start.col >= used + 1  # right of every column holding a value (one column apart)
+    assert ws.cell(start.row + 1, 1).value == "Accuracy by hardness"  # level with the table it draws
+
+
+def test_no_term_selection_columns_when_no_case_selects_terms(tmp_path: Path) -> None:
+    report = make_report()
+    report["items"] = [item for item in report["items"] if item["kind"] != "term_selection"]
+    write_xlsx(report, tmp_path / "r.xlsx")
+    wb = openpyxl.load_workbook(tmp_path / "r.xlsx")
+    term_columns = {"macro recall", "macro precision", "indicator selection details"}
+    for sheet in ("Overview", "Failures"):
+        header = rows(wb[sheet])[0]
+        assert not term_columns & set(header), sheet
+        assert {"id", "verdict", "predicted SQL"} <= set(header)
+        assert None not in header  # no gap where the columns were
+    with_terms = tmp_path / "t.xlsx"
+    write_xlsx(make_report(), with_terms)
+    assert term_columns <= set(rows(openpyxl.load_workbook(with_terms)["Overview"])[0])
+
+
+def test_every_sheet_prints_landscape_one_page_wide_with_its_header_on_each_page(tmp_path: Path) -> None:
+    report = make_report()
+    report["history"] = [{"run": {"started": "2026-01-01T00:00:00+00:00"}, "summary": {"accuracy": 0.4}},
+                         {"run": {"started": "2026-01-02T00:00:00+00:00"}, "summary": {"accuracy": 0.5}}]
+    write_xlsx(report, tmp_path / "r.xlsx")
+    wb = openpyxl.load_workbook(tmp_path / "r.xlsx")
+    assert wb.sheetnames == ["Overview", "Statistics", "Trend", "Failures", "Regressions and fixes"]
+    for ws in wb.worksheets:
+        setup = ws.page_setup
+        assert (setup.orientation, setup.fitToWidth, setup.fitToHeight) == ("landscape", 1, 0), ws.title
+        assert ws.sheet_properties.pageSetUpPr.fitToPage, ws.title
+        assert ws.oddHeader.center.text == "&A" and "&P" in ws.oddFooter.center.text  # sheet name, page number
+        assert ws.page_margins.left < 0.75  # narrower than Excel's default
+        if ws.title != "Statistics":  # a table: its header row repeats on every printed page
+            assert (ws.print_title_rows, ws.print_title_cols) == ("$1:$1", "$A:$A"), ws.title

@@ -1,12 +1,14 @@
 """The Excel report (`--nl2sql-report=xlsx[:PATH]`), written from the JSON report dict.
 
-Sheets: **Overview** (a row per case, including the term-selection columns of spec `002`),
-**Statistics** (execution accuracy overall and per hardness, tag and database, exact match,
-Spider partial scores, "Data Query Metrics", and a bar chart of accuracy per hardness),
-**Trend** (with `--nl2sql-history`: accuracy overall and per hardness over the history's last
-MAX_TREND_RUNS runs, and a line chart of them), **Failures** (every case that did not pass, with
-its row diff), and, with a baseline, **Regressions and fixes**. Everything shown comes from the report dict, so the workbook always
-agrees with the JSON report.
+Sheets: **Overview** (a row per case, with the term-selection columns of spec `002` when the
+report has a term-selection case), **Statistics** (execution accuracy overall and per hardness,
+tag and database, exact match, Spider partial scores, "Data Query Metrics", and a bar chart of
+accuracy per hardness, beside the tables), **Trend** (with `--nl2sql-history`: accuracy overall
+and per hardness over the history's last MAX_TREND_RUNS runs, and a line chart of them),
+**Failures** (every case that did not pass, with its row diff), and, with a baseline,
+**Regressions and fixes**. Everything shown comes from the report dict, so the workbook always
+agrees with the JSON report. Every sheet prints (and exports to PDF) landscape, one page wide, its
+name over each page and the page number under it; a table's header row repeats on every page.
 
 Cells hold untrusted text (predictions): text starting with `=` is stored as text, never as a
 formula; control characters are dropped; a lone surrogate or U+FFFE/U+FFFF (which XML cannot hold,
@@ -55,7 +57,7 @@ MAX_DIFF_ROWS = 20  # rows of a diff shown per cell; the counts give the rest
 MAX_VALUE_CHARS = 200  # characters of one value in a diff row
 MAX_ROW_LINES = 20  # tallest row, in lines of text, so one huge cell cannot hide the sheet
 LINE_HEIGHT = 15.0  # points per line of 11pt text
-PAGE_CHARS = 170  # characters of column width printed on one landscape page, at a legible scale
+PRINT_MARGINS_IN = (0.4, 0.5, 0.3)  # inches: left and right, top and bottom, header and footer
 MAX_FIT_WIDTH = 60  # a column that does not wrap grows to its longest value, up to this width
 MAX_TREND_RUNS = 100  # rows of the Trend sheet (and points of its chart): the most recent runs
 
@@ -161,12 +163,23 @@ def _lines(text: str, width: float) -> int:
     return sum(max(1, math.ceil(len(line) / chars)) for line in text.split("\n"))
 
 
-def _fit_to_width(ws: Worksheet, pages: int = 1) -> None:
-    """Print (and PDF export) landscape, the columns spread over `pages` page widths."""
+def _print_layout(ws: Worksheet, *, header_row: bool) -> None:
+    """Print (and PDF export): landscape, one page wide and as many tall as it takes, narrow
+    margins, the sheet's name over every page and its number under it, and, for a table, its
+    header row (and id column) repeated on every page, so a page of failures still says what
+    each column is."""
     ws.page_setup.orientation = "landscape"
-    ws.page_setup.fitToWidth = pages
-    ws.page_setup.fitToHeight = 0
+    ws.page_setup.fitToWidth = 1
+    ws.page_setup.fitToHeight = 0  # no limit: a long table runs over as many pages as it needs
     ws.sheet_properties.pageSetUpPr.fitToPage = True
+    side, edge, band = PRINT_MARGINS_IN
+    ws.page_margins.left = ws.page_margins.right = side
+    ws.page_margins.top = ws.page_margins.bottom = edge
+    ws.page_margins.header = ws.page_margins.footer = band
+    ws.oddHeader.center.text = "&A"  # the sheet's name
+    ws.oddFooter.center.text = "page &P of &N"
+    if header_row:
+        ws.print_title_rows, ws.print_title_cols = "1:1", "A:A"
 
 
 # --------------------------------------------------------------------------- tables
@@ -183,6 +196,7 @@ class Column:
     number_format: str | None = None
     style: Callable[[Mapping[str, Any]], tuple[PatternFill, Font] | None] | None = None
     centred: bool = False  # small counts, kept clear of the text of the next column
+    term_selection: bool = False  # shown only when the report has a term-selection case
 
 
 def _write_table(ws: Worksheet, columns: Sequence[Column], rows: Iterable[Mapping[str, Any]]) -> None:
@@ -219,9 +233,7 @@ def _write_table(ws: Worksheet, columns: Sequence[Column], rows: Iterable[Mappin
         ws.column_dimensions[get_column_letter(c)].width = width
     ws.freeze_panes = "B2"
     ws.auto_filter.ref = f"A1:{get_column_letter(len(columns))}{max(r, 1)}"
-    # wide tables print over several page widths, each repeating the header row and the id
-    ws.print_title_rows, ws.print_title_cols = "1:1", "A:A"
-    _fit_to_width(ws, pages=max(1, math.ceil(sum(widths) / PAGE_CHARS)))
+    _print_layout(ws, header_row=True)
 
 
 def _question(item: Mapping[str, Any]) -> Any:
@@ -291,9 +303,9 @@ OVERVIEW_COLUMNS = (
     Column("reason", 30, _reason, wrap=True),
     Column("gold SQL", 48, lambda i: i.get("gold"), wrap=True),
     Column("predicted SQL", 48, _predicted, wrap=True),
-    Column("macro recall", 10, _macro("macro_recall"), number_format=SCORE),
-    Column("macro precision", 10, _macro("macro_precision"), number_format=SCORE),
-    Column("indicator selection details", 55, _details, wrap=True),
+    Column("macro recall", 10, _macro("macro_recall"), number_format=SCORE, term_selection=True),
+    Column("macro precision", 10, _macro("macro_precision"), number_format=SCORE, term_selection=True),
+    Column("indicator selection details", 55, _details, wrap=True, term_selection=True),
     Column("exact match", 9, _exact),
     Column("near miss", 16, lambda i: i.get("near_miss"), wrap=True),
     Column("column F1", 9, _soft("column_f1"), number_format=SCORE),
@@ -379,7 +391,7 @@ FAILURE_COLUMNS = (
     Column("rows missing (in gold, not predicted)", 40, _diff("missing"), wrap=True),
     Column("extra rows", 9, _diff_count("extra"), centred=True),
     Column("rows extra (predicted, not in gold)", 40, _diff("extra"), wrap=True),
-    Column("indicator selection details", 55, _details, wrap=True),
+    Column("indicator selection details", 55, _details, wrap=True, term_selection=True),
 )
 
 
@@ -487,8 +499,6 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any], run: Mapping[st
     hardness_rows = _bucket_rows(summary.get("by_hardness"), hardness_sort_key)
     out.title("Accuracy by hardness")
     first, last = out.table(("hardness", *bucket_headers), hardness_rows, formats)
-    if hardness_rows:
-        _hardness_chart(ws, first, last)
 
     for key, label in (("by_tag", "tag"), ("by_database", "database")):
         out.title(f"Accuracy by {label}")
@@ -545,9 +555,11 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any], run: Mapping[st
         out.pair("p-value (McNemar)", baseline.get("p_value"), "0.0000")
 
     ws.column_dimensions["A"].width = 40
-    for letter in "BCDEF":
+    for letter in "BCDEFG":
         ws.column_dimensions[letter].width = 13
-    _fit_to_width(ws)
+    if hardness_rows:  # beside every table (the widest decides), level with the hardness table
+        _hardness_chart(ws, first, last, f"{get_column_letter(ws.max_column + 2)}{first - 2}")
+    _print_layout(ws, header_row=False)
 
 
 def _partial_rows(partial: Mapping[str, Mapping[str, Any]], counted: bool) -> list[list[Any]]:
@@ -566,7 +578,7 @@ def _not_applicable(scores: Mapping[str, Any]) -> bool:
     return scores.get("pred_count") == 0 and scores.get("gold_count") == 0
 
 
-def _hardness_chart(ws: Worksheet, first: int, last: int) -> None:
+def _hardness_chart(ws: Worksheet, first: int, last: int, anchor: str) -> None:
     chart = BarChart()
     chart.type = "col"
     chart.title = "Execution accuracy by hardness"
@@ -584,7 +596,7 @@ def _hardness_chart(ws: Worksheet, first: int, last: int) -> None:
     chart.add_data(Reference(ws, min_col=5, min_row=first - 1, max_row=last), titles_from_data=True)
     chart.set_categories(Reference(ws, min_col=1, min_row=first, max_row=last))
     chart.height, chart.width = 7.5, 13
-    ws.add_chart(chart, "G2")
+    ws.add_chart(chart, anchor)
 
 
 # --------------------------------------------------------------------------- trend
@@ -729,6 +741,16 @@ def _changes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _has_term_selection(items: Sequence[Mapping[str, Any]]) -> bool:
+    return any(_plain(item.get("kind")) == "term_selection" or item.get("term_selection") for item in items)
+
+
+def _case_columns(columns: Sequence[Column], items: Sequence[Mapping[str, Any]]) -> list[Column]:
+    """The columns a case sheet shows: no term-selection column (empty) in a suite without such a case."""
+    keep = _has_term_selection(items)
+    return [column for column in columns if keep or not column.term_selection]
+
+
 def write_xlsx(report: Mapping[str, Any], path: Path) -> list[Path]:
     """Write the Excel report of `report` (the JSON report dict) to `path`."""
     summary = report.get("summary") or {}
@@ -736,12 +758,12 @@ def write_xlsx(report: Mapping[str, Any], path: Path) -> list[Path]:
     wb = Workbook()
     overview = wb.active
     overview.title = OVERVIEW
-    _write_table(overview, OVERVIEW_COLUMNS, items)
+    _write_table(overview, _case_columns(OVERVIEW_COLUMNS, items), items)
     _write_statistics(wb.create_sheet(STATISTICS), summary, report.get("run"))
     shown = trend(report, MAX_TREND_RUNS)
     if shown is not None:
         _write_trend(wb.create_sheet(TREND), shown)
-    _write_table(wb.create_sheet(FAILURES), FAILURE_COLUMNS, [i for i in items if not i.get("passed")])
+    _write_table(wb.create_sheet(FAILURES), _case_columns(FAILURE_COLUMNS, items), [i for i in items if not i.get("passed")])
     changed = (BaselineStatus.REGRESSION.value, BaselineStatus.FIXED.value)
     if summary.get("baseline") or any(_plain(i.get("baseline")) in changed for i in items):
         _write_table(wb.create_sheet(CHANGES), CHANGE_COLUMNS, _changes(report))
