@@ -5,7 +5,7 @@ Run from the repo root, with the local servers up (PostgreSQL 127.0.0.1:5432 tru
 MariaDB 127.0.0.1:3306 root without password)::
 
     python benchmarks/engines.py [--spider DIR] [--predictions FILE] [--engines sqlite,postgres,mariadb,duckdb]
-                                 [--workers 0,2] [--out DIR] [--examples N]
+                                 [--workers 0,2] [--out DIR] [--examples N] [--no-copy] [--results]
 
 1. Every Spider dev database (``wta_1`` is missing from the data and skipped, with its cases) is
    copied with ``copy_database`` (what ``nl2sql copy-db`` runs): to PostgreSQL and MariaDB as one
@@ -22,8 +22,12 @@ MariaDB 127.0.0.1:3306 root without password)::
    off unless ``--neighbours N``: with them, SQLite and DuckDB would be judged on more databases
    than the servers.
 4. Per engine: accuracy (passed / judged, errors apart, as the plugin counts it) and pass rate over
-   all cases, next to SQLite's; the cases whose verdict differs from SQLite's, classified by cause
-   (`classify`: read off the engine's error message and the SQL), with examples.
+   all cases, next to SQLite's; agreement with SQLite (cases with the same verdict / all cases);
+   the cases whose verdict differs from SQLite's, classified by cause (`classify`: read off the
+   engine's error message and the SQL), with examples.
+5. With ``--results``: every gold and prediction that runs on SQLite, translated and run on each
+   engine, its result compared with SQLite's (a result can differ without changing a verdict,
+   where ties decide), counted by cause.
 """
 
 from __future__ import annotations
@@ -127,9 +131,13 @@ def run_suite(suite: Path, predictions: Path, workers: int, extra: list[str]) ->
 _DQ_STRING = re.compile(r'=\s*"[^"]*"|"[^"]*"\s*=|(?i:like)\s*"|(?i:in)\s*\(\s*"')
 
 
+_TRANSLATED = re.compile(r"\n[^\n]* as translated for \w+: ")  # over a report's reason, not over SQL
+
+
 def classify(engine: str, item: dict[str, Any], base: dict[str, Any]) -> str:
-    """The cause of a verdict that differs from SQLite's, read off the engine's message and the SQL."""
-    reason = (item.get("reason") or "") + " " + " ".join(item.get("gold_warnings") or [])
+    """The cause of a verdict that differs from SQLite's, read off the engine's message and the SQL
+    (a gold's message ends with the SQL the engine ran, which is not read here)."""
+    reason = _TRANSLATED.split(item.get("reason") or "")[0] + " " + " ".join(item.get("gold_warnings") or [])
     low = reason.lower()
     sql = item["gold"] if item["verdict"] == "gold_error" else (item.get("predicted") or "")
     both = f"{item.get('gold') or ''} {item.get('predicted') or ''}"
@@ -174,6 +182,67 @@ def classify(engine: str, item: dict[str, Any], base: dict[str, Any]) -> str:
     return "other mismatch: " + re.sub(r"\s+", " ", reason)[:80]
 
 
+def compare_results_with_sqlite(engines: list[str], cases: list[dict[str, Any]], spider: Path, out: Path,
+                                examples: int) -> None:
+    """Every gold and prediction that runs on SQLite, translated and run on each engine: is its
+    result SQLite's? A result can differ without changing a verdict (both queries of a case see
+    the same engine), mostly where ties decide; this says how often, and where."""
+    from pytest_nl2sql.engines import Limits, open_engine
+    from pytest_nl2sql.engines.base import EngineError
+    from pytest_nl2sql.judge.compare import compare_results
+    from pytest_nl2sql.judge.order import has_top_level_order_by
+    from pytest_nl2sql.judge.translate import translate
+
+    limits, opened = Limits(timeout=30), {}
+
+    def engine_at(url: str) -> Any:
+        if url not in opened:
+            opened[url] = open_engine(url)
+        return opened[url]
+
+    counts: dict[str, collections.Counter[str]] = {e: collections.Counter() for e in engines if e != "sqlite"}
+    shown: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    for case in cases:
+        for kind in ("gold", "predicted"):
+            sql = case[kind]
+            try:
+                reference = engine_at(database_for("sqlite", case["db_id"], spider, out)).execute(sql, limits)
+            except EngineError:
+                continue  # an error on SQLite: no result to compare with
+            ordered = has_top_level_order_by(sql, "sqlite")
+            for engine in counts:
+                there = engine_at(database_for(engine, case["db_id"], spider, out))
+                try:
+                    result = there.execute(translate(sql, "sqlite", there), limits)
+                except EngineError as error:
+                    cause = "an error on the engine only: " + str(error).splitlines()[0][:80]
+                else:
+                    comparison = compare_results(reference.rows, result.rows, order_matters=ordered,
+                                                 gold_columns=len(reference.columns), pred_columns=len(result.columns))
+                    if comparison.match:
+                        counts[engine]["same"] += 1
+                        continue
+                    upper = sql.upper()
+                    cause = ("ties under ORDER BY ... LIMIT (another tied row)" if "LIMIT" in upper and "ORDER BY" in upper
+                             else "the order of tied rows" if comparison.reason == "order"
+                             else "ties beside MIN/MAX (another tied row's values)" if re.search(r"\b(MIN|MAX)\s*\(", upper)
+                             else "other: " + str(comparison.reason))
+                counts[engine][cause] += 1
+                if len(shown[engine, cause]) < examples:
+                    shown[engine, cause].append(f"{case['id']} {kind}: {sql[:160]}")
+    print("\n## results compared with SQLite's (every gold and prediction that runs on SQLite)")
+    for engine, found in counts.items():
+        total = sum(found.values())
+        print(f"\n### {engine}: {found['same']}/{total} the same")
+        for cause, number in found.most_common():
+            if cause != "same":
+                print(f"  {number:4}  {cause}")
+                for line in shown[engine, cause]:
+                    print(f"        e.g. {line}")
+    for engine in opened.values():
+        engine.close()
+
+
 def summarise(report: dict[str, Any]) -> tuple[float | None, float, dict[str, dict[str, Any]]]:
     items = {item["id"]: item for item in report["items"]}
     passed = sum(item["passed"] for item in items.values())
@@ -192,6 +261,8 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=1, help="examples printed per class of difference")
     parser.add_argument("--no-copy", action="store_true", help="reuse the copies of an earlier run")
     parser.add_argument("--numeric-text", action="store_true", help="copy with copy-db's --numeric-text")
+    parser.add_argument("--results", action="store_true",
+                        help="also run every gold and prediction on each engine and compare its result with SQLite's")
     parser.add_argument("--neighbours", type=int, default=0,
                         help="--nl2sql-neighbours for every run (default 0: the database's own verdicts only)")
     args = parser.parse_args()
@@ -250,7 +321,9 @@ def main() -> None:
                 classes[classify(engine, item, base)].append((item, base))
         flips = sum(len(v) for v in classes.values())
         to_pass = sum(1 for v in classes.values() for item, _ in v if item["passed"])
-        print(f"\n### {engine}: {flips} differ ({to_pass} pass only here, {flips - to_pass} pass only on SQLite or fail differently)")
+        agree = len(items) - flips
+        print(f"\n### {engine}: agreement with SQLite {agree}/{len(items)} ({agree / max(len(items), 1):.1%}); {flips} differ"
+              f" ({to_pass} pass only here, {flips - to_pass} pass only on SQLite or fail differently)")
         for cause, pairs in sorted(classes.items(), key=lambda kv: -len(kv[1])):
             print(f"  {len(pairs):4}  {cause}")
             for item, base in pairs[:args.examples]:
@@ -258,6 +331,8 @@ def main() -> None:
                 print(f"        e.g. {item['id']} ({item['tags'][0] if item['tags'] else ''}): sqlite {base['verdict']}, "
                       f"{engine} {item['verdict']}: {re.sub(chr(10), ' ', (item.get('reason') or ''))[:160]}")
                 print(f"             SQL: {sql[:200]}")
+    if args.results:
+        compare_results_with_sqlite(engines, cases, spider, out, args.examples)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ The functions below work without pytest.
 
 from __future__ import annotations
 
-from pytest_nl2sql.api import eval_exec_match, evaluate_predictions, evaluate_suite
+from pytest_nl2sql.api import eval_exec_match, evaluate_predictions, evaluate_suite, to_dataframe
 from pytest_nl2sql.judge.compare import compare_results
 from pytest_nl2sql.metrics.hardness import hardness  # binds the function over the submodule of the same name
 
-__all__ = ["compare_results", "eval_exec_match", "evaluate_predictions", "evaluate_suite", "hardness"]
+__all__ = ["compare_results", "eval_exec_match", "evaluate_predictions", "evaluate_suite", "hardness", "to_dataframe"]

@@ -140,7 +140,7 @@ def test_hostile_sql_is_contained(sqlite_engine: Any, sqlite_url: str, monkeypat
     started = time.monotonic()
     with pytest.raises(QueryTimeout):
         sqlite_engine.execute("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT count(*) FROM c", LIMITS)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 20  # a query with no end, stopped
     with pytest.raises(TooManyRows, match="more than 1000 rows"):
         sqlite_engine.execute("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT n FROM c", LIMITS)
     with pytest.raises(TooManyRows, match="size cap"):
@@ -191,8 +191,8 @@ def test_postgres_through_sqlalchemy_contains_hostile_sql(
     assert admin.execute(f'SELECT count(*) FROM "{schema}".concert').fetchone() == (3,)
     started = time.monotonic()
     with pytest.raises(QueryTimeout):
-        pg_engine.execute("SELECT pg_sleep(5)", LIMITS)
-    assert time.monotonic() - started < 2
+        pg_engine.execute("SELECT pg_sleep(60)", LIMITS)
+    assert time.monotonic() - started < 20  # stopped at its limit, long before the sleep ends
     with pytest.raises(TooManyRows, match="more than 1000 rows"):
         pg_engine.execute("SELECT g FROM generate_series(1, 1000000) g", Limits(timeout=5, max_rows=1_000))
     with pytest.raises(TooManyRows, match="size cap"):

@@ -258,9 +258,9 @@ class TestPostgres:
         timer = _later(0.3, terminate)
         started = time.monotonic()
         with pytest.raises(ConnectionLost, match="lost the connection"):
-            pg_engine.execute("SELECT pg_sleep(4)", LIMITS)
+            pg_engine.execute("SELECT pg_sleep(60)", Limits(timeout=120))
         timer.join()
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 30  # ended by the kill, long before the sleep would
         assert pg_engine.execute("SELECT x FROM t ORDER BY x", LIMITS).rows == THREE
         # killed while idle, between two queries: reopened quietly, the query never ran
         terminate()
@@ -289,7 +289,7 @@ class TestPostgres:
             "SELECT repeat('x', 5 * 1024 * 1024) FROM generate_series(1, 50)",
         )
         assert report["outcome"] == "TooManyRows"
-        assert report["seconds"] < 5
+        assert report["seconds"] < 30  # stopped at the cap, not after reading 250 MB
         # 50 values of 5 MB = 250 MB; the cap is 20 MB: at most the cap and a few rows
         assert report["peak_growth_mb"] < 100, report
         assert report["after"] == [[3]]
@@ -339,7 +339,7 @@ class TestPostgres:
         # as SQLite stores an integer beyond 64 bits: REAL; a 40-digit one stays exact
         assert big == float("inf") and exact == 10**40 + 1 and rows == (300,)
         assert len(wide) == 300 and {value for (value,) in wide} == {float("inf")}
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 30  # seconds, not the minutes exact arithmetic would take
         # a long number the driver keeps as text counts its length
         with pytest.raises(TooManyRows, match="size cap"):
             pg_engine.execute(
@@ -495,9 +495,9 @@ class TestMariadb:
         timer = _later(0.3, kill)
         started = time.monotonic()
         with pytest.raises(ConnectionLost, match="lost the connection"):
-            my_engine.execute("SELECT SLEEP(4)", LIMITS)
+            my_engine.execute("SELECT SLEEP(60)", Limits(timeout=120))
         timer.join()
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 30  # ended by the kill, long before the sleep would
         assert my_engine.execute("SELECT x FROM t ORDER BY x", LIMITS).rows == THREE
         kill()  # while idle: reopened quietly, the query never ran
         assert my_engine.execute("SELECT x FROM t ORDER BY x", LIMITS).rows == THREE
@@ -517,7 +517,7 @@ class TestMariadb:
             " SELECT REPEAT('x', 5 * 1024 * 1024) FROM s",
         )
         assert report["outcome"] == "TooManyRows"
-        assert report["seconds"] < 5
+        assert report["seconds"] < 30  # stopped at the cap, not after reading 250 MB
         assert report["peak_growth_mb"] < 100, report
         assert report["after"] == [[3]]
 

@@ -10,30 +10,51 @@ import pytest
 
 from helpers import make_db
 from pytest_nl2sql.engines import Limits, QueryError, open_engine
+from pytest_nl2sql.judge.execute import GoldError, run_gold
 from pytest_nl2sql.judge.translate import translate
 from servers import mariadb_database, postgres_schema
 
 SCHEMA = {
     "country": ["Code", "Name", "GovernmentForm", "Population"],
-    "countrylanguage": ["CountryCode", "Language", "IsOfficial"],
+    "countrylanguage": ["CountryCode", "Language", "IsOfficial", "Percentage"],
     "Highschooler": ["ID", "name", "grade"],
     "concert": ["concert_ID", "Stadium_ID", "Year"],
-    "stadium": ["Stadium_ID", "Name", "Capacity"],
+    "stadium": ["Stadium_ID", "Name", "Capacity", "Average"],
+    "cars_data": ["Id", "MPG", "Horsepower"],
+}
+# as copy-db makes them from Spider's SQLite files: numbers stored as text stay text
+TYPES = {
+    "country": {"Code": "text", "Name": "text", "GovernmentForm": "text", "Population": "bigint"},
+    "countrylanguage": {"CountryCode": "text", "Language": "text", "IsOfficial": "text", "Percentage": "double precision"},
+    "Highschooler": {"ID": "bigint", "name": "text", "grade": "bigint"},
+    "concert": {"concert_ID": "bigint", "Stadium_ID": "bigint", "Year": "text"},
+    "stadium": {"Stadium_ID": "bigint", "Name": "text", "Capacity": "bigint", "Average": "bigint"},
+    "cars_data": {"Id": "bigint", "MPG": "character varying", "Horsepower": "text"},
 }
 
 
 class Fake:
-    """An engine that only names its dialect and schema (and counts schema reads)."""
+    """An engine that only names its dialect, schema, column types and server version (and
+    counts schema reads)."""
 
-    def __init__(self, dialect: str, schema: dict[str, list[str]] | None = None) -> None:
+    def __init__(self, dialect: str, schema: dict[str, list[str]] | None = None,
+                 types: dict[str, dict[str, str]] | None = None, version: int | None = None) -> None:
         self.dialect, self.schema, self.reads = dialect, schema or SCHEMA, 0
+        self.types = TYPES if types is None else types
+        self.version = version
 
     def schema_columns(self) -> dict[str, list[str]]:
         self.reads += 1
         return self.schema
 
+    def schema_types(self) -> dict[str, dict[str, str]]:
+        return self.types
 
-PG, MY = Fake("postgres"), Fake("mysql")
+    def server_version(self) -> int | None:
+        return self.version
+
+
+PG, MY, DUCK = Fake("postgres", version=150020), Fake("mysql"), Fake("duckdb")
 
 
 def test_same_dialect_is_identity_without_parsing() -> None:
@@ -88,11 +109,11 @@ def test_names_are_spelled_as_the_schema_spells_them() -> None:
 
 def test_columns_equated_with_a_grouped_column_join_the_group_by() -> None:
     sql = (
-        "SELECT T2.name, count(*) FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.stadium_id"
+        "SELECT T2.stadium_id, count(*) FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.stadium_id"
         " GROUP BY T1.stadium_id"
     )
     assert translate(sql, "sqlite", PG) == (
-        'SELECT T2."Name", COUNT(*) FROM concert AS T1 JOIN stadium AS T2 ON T1."Stadium_ID" = T2."Stadium_ID"'
+        'SELECT T2."Stadium_ID", COUNT(*) FROM concert AS T1 JOIN stadium AS T2 ON T1."Stadium_ID" = T2."Stadium_ID"'
         ' GROUP BY T1."Stadium_ID", T2."Stadium_ID"'
     )
     assert "GROUP BY T1.Stadium_ID" in translate(sql, "sqlite", MY)  # MySQL needs no help
@@ -100,14 +121,63 @@ def test_columns_equated_with_a_grouped_column_join_the_group_by() -> None:
     assert translate(same, "sqlite", PG).endswith('GROUP BY 1')
 
 
-def test_what_cannot_be_proved_is_left() -> None:
-    # a bare column beside MAX: SQLite returns the row of the maximum, ties make a rewrite a guess
-    assert translate("SELECT name, max(capacity) FROM stadium", "sqlite", PG) == 'SELECT "Name", MAX("Capacity") FROM stadium'
-    # a column outside GROUP BY that nothing equates with a grouped one
-    assert translate("SELECT name FROM stadium GROUP BY capacity", "sqlite", PG) == 'SELECT "Name" FROM stadium GROUP BY "Capacity"'
-    # a LEFT JOIN's equality does not hold on null-extended rows
-    left = "SELECT T2.name, count(*) FROM concert AS T1 LEFT JOIN stadium AS T2 ON T1.stadium_id = T2.stadium_id GROUP BY T1.stadium_id"
-    assert translate(left, "sqlite", PG).endswith('GROUP BY T1."Stadium_ID"')
+def test_a_bare_column_beside_group_by_takes_a_value_of_its_group() -> None:
+    """SQLite takes the group's first row; ANY_VALUE where the engine has it (DuckDB, PostgreSQL
+    16+), the first element of the group's ARRAY_AGG before PostgreSQL 16. A select item keeps its
+    name; a column in ORDER BY or HAVING is wrapped alike; MySQL accepts bare columns."""
+    sql = (
+        "SELECT T2.name, count(*) FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.stadium_id"
+        " GROUP BY T1.stadium_id ORDER BY T2.name"
+    )
+    assert translate(sql, "sqlite", DUCK) == (
+        "SELECT ANY_VALUE(T2.Name) AS Name, COUNT(*) FROM concert AS T1 JOIN stadium AS T2 ON T1.Stadium_ID = T2.Stadium_ID"
+        " GROUP BY T1.Stadium_ID ORDER BY ANY_VALUE(T2.Name) NULLS FIRST"
+    )
+    assert translate(sql, "sqlite", PG) == (
+        'SELECT (ARRAY_AGG(T2."Name"))[1] AS "Name", COUNT(*) FROM concert AS T1 JOIN stadium AS T2'
+        ' ON T1."Stadium_ID" = T2."Stadium_ID" GROUP BY T1."Stadium_ID" ORDER BY (ARRAY_AGG(T2."Name"))[1] NULLS FIRST'
+    )
+    assert translate(sql, "sqlite", Fake("postgres", version=160004)).startswith('SELECT ANY_VALUE(T2."Name") AS "Name"')
+    assert translate(sql, "sqlite", MY).startswith("SELECT T2.Name, COUNT(*)")
+    having = "SELECT grade FROM highschooler GROUP BY grade HAVING name <> 'x'"
+    assert translate(having, "sqlite", DUCK).endswith("HAVING ANY_VALUE(name) <> 'x'")
+    # a column inside an expression that is itself grouped stays as it is
+    grouped = "SELECT substr(name, 1, 1), count(*) FROM highschooler GROUP BY substr(name, 1, 1)"
+    assert "ANY_VALUE" not in translate(grouped, "sqlite", DUCK)
+    # a LEFT JOIN's equality does not hold on null-extended rows: the column is wrapped, not grouped
+    left = "SELECT T2.stadium_id, count(*) FROM concert AS T1 LEFT JOIN stadium AS T2 ON T1.stadium_id = T2.stadium_id GROUP BY T1.stadium_id"
+    assert translate(left, "sqlite", DUCK) == (
+        "SELECT ANY_VALUE(T2.Stadium_ID) AS Stadium_ID, COUNT(*) FROM concert AS T1 LEFT JOIN stadium AS T2"
+        " ON T1.Stadium_ID = T2.Stadium_ID GROUP BY T1.Stadium_ID"
+    )
+
+
+def test_a_bare_column_beside_one_min_or_max_comes_from_that_row() -> None:
+    """SQLite: with exactly one min() or max() in the query, bare columns take the values of the
+    row holding it (`SELECT name, max(age)`: the oldest's name)."""
+    sql = "SELECT name, max(capacity) FROM stadium"
+    assert translate(sql, "sqlite", DUCK) == "SELECT ARG_MAX_NULL(Name, Capacity) AS Name, MAX(Capacity) FROM stadium"
+    assert translate(sql, "sqlite", PG) == (
+        'SELECT (ARRAY_AGG("Name" ORDER BY "Capacity" DESC NULLS LAST))[1] AS "Name", MAX("Capacity") FROM stadium'
+    )
+    grouped = "SELECT language, countrycode, min(percentage) FROM countrylanguage GROUP BY countrycode"
+    assert translate(grouped, "sqlite", DUCK) == (
+        "SELECT ARG_MIN_NULL(Language, Percentage) AS Language, CountryCode, MIN(Percentage) FROM countrylanguage"
+        " GROUP BY CountryCode"
+    )
+    # two different extremes: SQLite's choice is no longer the row of either; one value of the group
+    two = "SELECT name, max(capacity), min(capacity) FROM stadium"
+    assert translate(two, "sqlite", DUCK).startswith("SELECT ANY_VALUE(Name) AS Name")
+    # MySQL/MariaDB take the group's first row: the first of the values in the max's order instead
+    # (as text, a number again where the column is numeric; NULL kept as 'n')
+    assert translate("SELECT average, max(capacity) FROM stadium", "sqlite", MY) == (
+        "SELECT SUBSTRING(NULLIF(SUBSTRING_INDEX(GROUP_CONCAT(COALESCE(CONCAT('v', Average), 'n')"
+        " ORDER BY Capacity IS NULL, Capacity DESC SEPARATOR '\x1f'), '\x1f', 1), 'n'), 2) + 0 AS Average,"
+        " MAX(Capacity) FROM stadium"
+    )
+    assert translate("SELECT name, count(*) FROM stadium GROUP BY capacity", "sqlite", MY) == (
+        "SELECT Name, COUNT(*) FROM stadium GROUP BY Capacity"  # no min/max: as SQLite, the first row
+    )
 
 
 def test_a_given_schema_is_used_instead_of_asking_the_engine() -> None:
@@ -196,3 +266,149 @@ def test_order_by_an_output_column_is_spelled_as_the_output() -> None:
         'SELECT "Name", "Population" FROM country ORDER BY "Population" DESC NULLS LAST, "Name" NULLS FIRST'
     )
     assert translate("SELECT name AS n FROM country ORDER BY n", "sqlite", PG) == 'SELECT "Name" AS n FROM country ORDER BY n NULLS FIRST'
+
+
+# -- SQLite's comparison affinity ----------------------------------------------------------------
+
+
+def test_a_text_column_compared_with_a_number_compares_as_text() -> None:
+    """SQLite gives the number the column's TEXT affinity: `Year = 2014` on a text column holding
+    '2014' is true, and `Year > 2000` compares strings. On every engine, the literal becomes text."""
+    sql = "SELECT count(*) FROM concert WHERE year = 2014 OR year > 2013.5 OR year IN (2015, -1) OR year BETWEEN 1 AND 1e3"
+    expected = ("WHERE {y} = '2014' OR {y} > '2013.5' OR {y} IN ('2015', '-1') OR {y} BETWEEN '1' AND '1000.0'")
+    assert translate(sql, "sqlite", PG).endswith(expected.format(y='"Year"'))
+    assert translate(sql, "sqlite", DUCK).endswith(expected.format(y="Year"))
+    assert translate(sql, "sqlite", MY).endswith(expected.format(y="Year"))  # MySQL would compare numbers
+    assert translate("SELECT * FROM concert WHERE 2014 = year", "sqlite", PG).endswith("""WHERE '2014' = "Year\"""")
+
+
+def test_a_numeric_column_compared_with_a_numeric_string_compares_as_numbers() -> None:
+    sql = "SELECT name FROM stadium WHERE capacity = '5000' AND average IN ('1', ' 2 ', 'many') AND capacity > '-3.5'"
+    assert translate(sql, "sqlite", PG) == (
+        'SELECT "Name" FROM stadium WHERE "Capacity" = 5000 AND "Average" IN (1, 2, \'many\') AND "Capacity" > -3.5'
+    )
+
+
+def test_text_compared_with_a_numeric_column_compares_its_numeric_value() -> None:
+    """SQLite applies NUMERIC affinity to the text side: '12' = 12. PostgreSQL and DuckDB refuse
+    text = bigint; the text's value is a number where the whole text is one, else NULL (SQLite:
+    unequal to every number). MySQL converts by itself."""
+    sql = "SELECT T1.id FROM cars_data AS T1 JOIN stadium AS T2 ON T1.horsepower = T2.capacity"
+    assert translate(sql, "sqlite", PG).endswith(
+        "ON CASE WHEN T1.\"Horsepower\" ~ '^[[:space:]]*[-+]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][-+]?[0-9]+)?[[:space:]]*$'"
+        " THEN CAST(T1.\"Horsepower\" AS DOUBLE PRECISION) END = T2.\"Capacity\""
+    )
+    assert "ON REGEXP_FULL_MATCH" not in translate(sql, "sqlite", DUCK)
+    assert "TRY_CAST(TRIM(T1.Horsepower) AS DOUBLE)" in translate(sql, "sqlite", DUCK)
+    assert translate(sql, "sqlite", MY).endswith("ON T1.Horsepower = T2.Capacity")
+    # a numeric column IN a subquery of text: the subquery's output is converted inside it
+    sub = "SELECT id FROM cars_data WHERE id IN (SELECT mpg FROM cars_data)"
+    assert translate(sub, "sqlite", DUCK).startswith("SELECT Id FROM cars_data WHERE Id IN (SELECT CASE WHEN REGEXP_FULL_MATCH(MPG")
+
+
+def test_a_text_column_compared_with_an_expression_compares_as_text() -> None:
+    """`age < (SELECT avg(age) ...)`: the subquery has no affinity, so SQLite compares the text
+    column with its value as text; and AVG of text reads each value's numeric prefix."""
+    sql = "SELECT count(*) FROM cars_data WHERE horsepower < (SELECT avg(horsepower) FROM cars_data)"
+    translated = translate(sql, "sqlite", DUCK)
+    assert translated.startswith('SELECT COUNT(*) FROM cars_data WHERE Horsepower < CAST((SELECT AVG(COALESCE(TRY_CAST(')
+    assert translated.endswith("AS TEXT)")
+
+
+def test_text_under_avg_sum_and_arithmetic_is_read_as_sqlite_reads_it() -> None:
+    """SQLite reads '12' as 12, '1975-10-28' as 1975 and 'abc' as 0 under AVG, SUM and arithmetic;
+    PostgreSQL and DuckDB have no avg(text)."""
+    sql = "SELECT avg(mpg), sum(horsepower + 1) FROM cars_data"
+    pg = translate(sql, "sqlite", PG)
+    assert pg.startswith("SELECT AVG(COALESCE(CAST(SUBSTRING(\"MPG\" FROM '^[[:space:]]*([-+]?")
+    assert "AS DOUBLE PRECISION), CASE WHEN NOT \"Horsepower\" IS NULL THEN 0 END) + 1)" in pg
+    assert "REGEXP_EXTRACT(MPG, '^[[:space:]]*" in translate(sql, "sqlite", DUCK)
+    # MySQL reads text so itself; its AVG is a decimal of 4 more digits, SQLite's a double
+    assert translate(sql, "sqlite", MY) == "SELECT AVG(CAST(MPG AS DOUBLE)), SUM(Horsepower + 1) FROM cars_data"
+
+
+def test_without_column_types_affinity_is_left_to_the_engine() -> None:
+    untyped = Fake("postgres", types={})
+    assert translate("SELECT * FROM concert WHERE year = 2014", "sqlite", untyped) == 'SELECT * FROM concert WHERE "Year" = 2014'
+    # an engine without schema_types at all (SQLAlchemy's)
+    bare = type("Bare", (), {"dialect": "postgres", "schema_columns": lambda self: SCHEMA})()
+    assert translate("SELECT * FROM concert WHERE year = 2014", "sqlite", bare).endswith('"Year" = 2014')
+
+
+# -- LIKE, subqueries, aliases -------------------------------------------------------------------
+
+
+def test_like_ignores_ascii_case_as_in_sqlite() -> None:
+    sql = "SELECT name FROM country WHERE name LIKE '%al%' AND code NOT LIKE 'x%' AND population LIKE '1%'"
+    assert translate(sql, "sqlite", PG) == (
+        """SELECT "Name" FROM country WHERE "Name" ILIKE '%al%' AND "Code" NOT ILIKE 'x%'"""
+        """ AND CAST("Population" AS TEXT) ILIKE '1%'"""
+    )
+    assert "Name ILIKE '%al%'" in translate(sql, "sqlite", DUCK)
+    # copy-db gives MariaDB's text a binary collation: LIKE there is case-sensitive too
+    assert "LOWER(Name) LIKE LOWER('%al%')" in translate(sql, "sqlite", MY)
+
+
+def test_a_scalar_subquery_gets_limit_1() -> None:
+    """SQLite takes a scalar subquery's first row; the others refuse several rows."""
+    sql = "SELECT name FROM country WHERE code = (SELECT countrycode FROM countrylanguage WHERE language = 'Dutch')"
+    assert translate(sql, "sqlite", MY).endswith("WHERE Language = 'Dutch' LIMIT 1)")
+    assert translate("SELECT (SELECT name FROM stadium LIMIT 3) FROM concert", "sqlite", DUCK) == (
+        "SELECT (SELECT Name FROM stadium LIMIT 1) FROM concert"
+    )
+    # one row already: an aggregate; and sets (IN, EXISTS) and derived tables are no scalars
+    for untouched in ("SELECT name FROM stadium WHERE capacity > (SELECT avg(capacity) FROM stadium)",
+                      "SELECT name FROM stadium WHERE stadium_id IN (SELECT stadium_id FROM concert)",
+                      "SELECT name FROM stadium WHERE EXISTS (SELECT 1 FROM concert)",
+                      "SELECT count(*) FROM (SELECT name FROM stadium) AS t"):
+        assert "LIMIT" not in translate(untouched, "sqlite", DUCK), untouched
+
+
+def test_a_derived_table_without_alias_gets_one() -> None:
+    sql = "SELECT count(*) FROM (SELECT name FROM stadium WHERE derived_1 > 0)"
+    assert translate(sql, "sqlite", PG).endswith(") AS derived_2")  # a name the query does not use
+    assert translate("SELECT count(*) FROM (SELECT 1) JOIN (SELECT 2)", "sqlite", MY) == (
+        "SELECT COUNT(*) FROM (SELECT 1) AS derived_1 JOIN (SELECT 2) AS derived_2 ON TRUE"
+    )
+
+
+def test_limit_inside_in_moves_into_a_derived_table_on_mysql() -> None:
+    sql = "SELECT name FROM stadium WHERE stadium_id IN (SELECT stadium_id FROM concert GROUP BY stadium_id ORDER BY count(*) DESC LIMIT 1)"
+    assert translate(sql, "sqlite", MY) == (
+        "SELECT Name FROM stadium WHERE Stadium_ID IN (SELECT * FROM (SELECT Stadium_ID FROM concert GROUP BY Stadium_ID"
+        " ORDER BY COUNT(*) DESC LIMIT 1) AS derived_1)"
+    )
+    assert "IN (SELECT \"Stadium_ID\" FROM concert" in translate(sql, "sqlite", PG)  # PostgreSQL accepts it
+
+
+def test_having_columns_and_derived_outputs_are_spelled_as_declared() -> None:
+    """sqlglot's scopes leave HAVING's unqualified columns out; a derived table's output is
+    referred to as it is declared (an unquoted alias stays unquoted: PostgreSQL folds both)."""
+    assert translate("SELECT countrycode FROM countrylanguage GROUP BY countrycode HAVING count(language) > 2", "sqlite", PG) == (
+        'SELECT "CountryCode" FROM countrylanguage GROUP BY "CountryCode" HAVING COUNT("Language") > 2'
+    )
+    sql = ("SELECT T1.language FROM countrylanguage AS T1 JOIN (SELECT countrycode, max(percentage) AS MaxPercentage"
+           " FROM countrylanguage GROUP BY countrycode) AS T2 ON T1.countrycode = T2.countrycode AND T1.percentage = T2.maxpercentage")
+    assert translate(sql, "sqlite", PG).endswith('ON T1."CountryCode" = T2."CountryCode" AND T1."Percentage" = T2.MaxPercentage')
+
+
+# -- a gold that fails after translation ----------------------------------------------------------
+
+
+class Refusing(Fake):
+    """An engine that refuses every query, naming it."""
+
+    def execute(self, sql: str, limits: Limits) -> Any:
+        raise QueryError(f"refused: {sql[:20]}")
+
+
+def test_a_failing_gold_shows_the_sql_the_engine_ran() -> None:
+    with pytest.raises(GoldError) as failed:
+        run_gold(["SELECT count(*) FROM concert WHERE year = 2014"], Refusing("postgres", version=150020), Limits(), dialect="sqlite")
+    assert str(failed.value) == (
+        "gold query failed: refused: SELECT COUNT(*) FROM\n"
+        "gold query as translated for postgres: SELECT COUNT(*) FROM concert WHERE \"Year\" = '2014'"
+    )
+    with pytest.raises(GoldError) as same:  # nothing translated: nothing more to show
+        run_gold(["SELECT 1"], Refusing("postgres"), Limits(), dialect="postgres")
+    assert str(same.value) == "gold query failed: refused: SELECT 1"

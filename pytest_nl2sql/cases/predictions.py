@@ -4,7 +4,8 @@ A directory holds result files instead (spec 004's execution-result mode): `<id>
 each the predicted result as CSV (a `PredictedResult`); a case without its file has no prediction.
 
 Two file formats: JSONL (`{"id", "predicted" | "selection", "file"?, "key"?}` per line, matched by id
-and, when given, by file), and Spider's one-query-per-line `.sql`/`.txt` (aligned with the order of
+and, when given, by file; a recording adds `raw_prediction`, the answer as the model gave it, which
+is replayed instead of `predicted`, and with `--nl2sql-repeat` `samples`, every answer of the case), and Spider's one-query-per-line `.sql`/`.txt` (aligned with the order of
 the cases; a TAB ends the query, as in Spider's `SQL<TAB>db_id` files; blank lines are kept as empty
 predictions so that the alignment never shifts). BIRD's `{"0": "SQL\\t----- bird -----\\tdb"}` JSON
 is read as aligned too.
@@ -42,6 +43,16 @@ class Prediction:
     key: str | None = None  # hash of question + schema when recorded from a predictor
     error: str | None = None  # the predictor raised when this was recorded: replayed as predictor_error
     no_answer: bool = False  # the predictor answered nothing when this was recorded: not asked again
+    samples: tuple["Prediction", ...] = ()  # a recording under --nl2sql-repeat: every answer, the first included
+
+    def sample(self, index: int) -> "Prediction | None":
+        """The case's answer number `index` (0-based). A recording holds the answers it recorded (None
+        past them: the model was not asked that often); any other prediction is the same every time."""
+        if index == 0:
+            return self
+        if self.samples:
+            return self.samples[index] if index < len(self.samples) else None
+        return None if self.key is not None else self
 
 
 class PredictionsFileError(ValueError):
@@ -178,10 +189,28 @@ def load_predictions(path: Path) -> PredictionStore:
         if file is not None and not isinstance(file, str):
             raise PredictionsFileError(path, number, f"\"file\" must be a string, not {type(file).__name__}")
         case_id = str(record["id"])
-        prediction = Prediction(value, record.get("key"), record.get("error"), no_answer=record.get("no_answer") is True)
+        key = record.get("key")
+        samples = record.get("samples")
+        if samples is not None and not (isinstance(samples, list) and all(isinstance(x, Mapping) for x in samples)):
+            raise PredictionsFileError(path, number, "\"samples\" must be a list of objects (one per answer)")
+        prediction = Prediction(_recorded_value(record, value), key, record.get("error"), no_answer=record.get("no_answer") is True,
+                                samples=tuple(_sample_of(x, key) for x in samples or ()))
         by_id.setdefault(case_id, []).append((file, prediction))
         records.append(PredictionRecord(number, case_id, file))
     return PredictionStore(path=path, by_id={k: tuple(v) for k, v in by_id.items()}, records=tuple(records))
+
+
+def _recorded_value(record: Mapping[str, Any], value: Any) -> Any:
+    """A recorded answer replays as the model gave it (`raw_prediction`, e.g. Markdown), so that
+    the SQL taken out of it, and the item's `raw_prediction`, are those of the live run."""
+    raw = record.get("raw_prediction")
+    return raw if isinstance(raw, str) else value
+
+
+def _sample_of(entry: Mapping[str, Any], key: str | None) -> Prediction:
+    """One recorded answer of a repeated case (`{"predicted"}`, `{"selection"}`, `{"error"}` or `{"no_answer"}`)."""
+    value = entry.get("selection", entry.get("predicted"))
+    return Prediction(_recorded_value(entry, value), key, entry.get("error"), no_answer=entry.get("no_answer") is True)
 
 
 def load_result_directory(path: Path) -> PredictionStore:

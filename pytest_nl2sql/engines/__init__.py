@@ -5,7 +5,8 @@
 database report the same `DatabaseMissing` without 62 attempts to open it. `probe` opens and
 closes a database once, so that a run's `--nl2sql-dsn` that cannot work stops the run up front.
 `Table` and `create_table_ddl` give server schemas the CREATE TABLE text SQLite stores: a model
-writing joins needs the keys, not just the column names.
+writing joins needs the keys, not just the column names, and one writing `DISTINCT` or a cast
+needs the UNIQUE constraints and the types with their precision (`numeric(10,2)`, `varchar(50)`).
 """
 
 from __future__ import annotations
@@ -115,12 +116,14 @@ class ForeignKey:
 
 @dataclass(frozen=True)
 class Table:
-    """One table of a schema as a prompt needs it: typed columns, NOT NULL, primary and foreign keys."""
+    """One table of a schema as a prompt needs it: typed columns (with precision and length),
+    NOT NULL, primary, unique and foreign keys."""
 
     name: str
     columns: tuple[tuple[str, str, bool], ...]  # (name, type, nullable), in declaration order
     primary_key: tuple[str, ...] = ()
     foreign_keys: tuple[ForeignKey, ...] = ()
+    unique: tuple[tuple[str, ...], ...] = ()  # UNIQUE column sets (constraints or unique indexes), in order
 
 
 def create_table_ddl(tables: Iterable[Table], quote: Callable[[str], str]) -> str:
@@ -133,6 +136,11 @@ def create_table_ddl(tables: Iterable[Table], quote: Callable[[str], str]) -> st
         ]
         if table.primary_key:
             lines.append(f"  PRIMARY KEY ({', '.join(map(quote, table.primary_key))})")
+        shown: set[tuple[str, ...]] = {tuple(table.primary_key)}
+        for columns in table.unique:
+            if tuple(columns) not in shown:  # a unique index that only restates the key, or another index
+                shown.add(tuple(columns))
+                lines.append(f"  UNIQUE ({', '.join(map(quote, columns))})")
         for key in table.foreign_keys:
             lines.append(
                 f"  FOREIGN KEY ({', '.join(map(quote, key.columns))}) REFERENCES"

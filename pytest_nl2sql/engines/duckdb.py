@@ -98,11 +98,17 @@ class DuckdbEngine:
         return self._worker.read(self._live_handle(), sql)
 
     def schema_ddl(self) -> str:
+        """DuckDB's CREATE TABLE text (types with precision, UNIQUE, keys), then its unique
+        indexes. (DuckDB keeps no VARCHAR length: `VARCHAR(50)` reads back as VARCHAR.)"""
         rows = self._read(
             "SELECT table_name, sql FROM duckdb_tables() WHERE NOT internal"
             " AND schema_name = current_schema() ORDER BY table_oid"
         )
-        return "\n\n".join(sql.strip() for _, sql in rows)
+        indexes = self._read(
+            "SELECT table_name, sql FROM duckdb_indexes() WHERE is_unique AND sql IS NOT NULL"
+            " AND schema_name = current_schema() ORDER BY table_oid, index_oid"
+        )
+        return "\n\n".join(sql.strip() for _, sql in [*rows, *indexes])
 
     def schema_columns(self) -> dict[str, list[str]]:
         rows = self._read(
@@ -110,6 +116,22 @@ class DuckdbEngine:
             " AND schema_name = current_schema() ORDER BY table_oid, column_index"
         )
         return columns_by_table(rows)
+
+    def schema_types(self) -> dict[str, dict[str, str]]:
+        """{table: {column: data type}} (`VARCHAR`, `BIGINT`, ...), read once per engine (the file is
+        opened read-only): translating SQLite's comparison affinity needs to know which columns
+        hold text."""
+        types = getattr(self, "_types", None)
+        if types is None:
+            rows = self._read(
+                "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE NOT internal"
+                " AND schema_name = current_schema() ORDER BY table_oid, column_index"
+            )
+            types = {}
+            for table, column, kind in rows:
+                types.setdefault(table, {})[column] = str(kind)
+            self._types = types
+        return {table: dict(columns) for table, columns in types.items()}
 
     def close(self) -> None:
         self._finalizer()

@@ -103,6 +103,7 @@ class MysqlEngine:
         self._pymysql = import_driver("pymysql", "MySQL/MariaDB databases need the PyMySQL driver")
         self._conn: Any = None
         self._columns: dict[str, list[str]] | None = None  # schema_columns(), read on first use
+        self._types: dict[str, dict[str, str]] | None = None  # schema_types(), read on first use
         self._mariadb = False
         self._opened = False  # once open, failing to reopen is a lost server, not a bad case
         self._can_reset = True  # COM_RESET_CONNECTION works on this server
@@ -331,11 +332,24 @@ class MysqlEngine:
             self._columns = columns_by_table(self._catalogue(_COLUMNS_QUERY))
         return {table: list(columns) for table, columns in self._columns.items()}
 
+    def schema_types(self) -> dict[str, dict[str, str]]:
+        """{table: {column: column type}} as the catalogue names them (`varchar(20)`, `bigint(20)`),
+        read once per engine: translating SQLite's comparison affinity needs to know which
+        columns hold text."""
+        if self._types is None:
+            types: dict[str, dict[str, str]] = {}
+            for table, column, kind, *_ in self._catalogue(_COLUMNS_QUERY):
+                types.setdefault(table, {})[column] = str(kind)
+            self._types = types
+        return {table: dict(columns) for table, columns in self._types.items()}
+
     def schema_ddl(self) -> str:
-        """CREATE TABLE text with NOT NULL, primary and foreign keys (a prompt needs the join keys)."""
+        """CREATE TABLE text with the column types as declared (`decimal(10,2)`, `varchar(50)`),
+        NOT NULL, primary, unique and foreign keys (a prompt needs the join keys and what is unique)."""
         columns = self._catalogue(_COLUMNS_QUERY)
         keys = self._catalogue(_KEYS_QUERY)
-        return create_table_ddl(_tables(columns, keys), _quote)
+        unique = self._catalogue(_UNIQUE_QUERY)
+        return create_table_ddl(_tables(columns, keys, unique), _quote)
 
     def _catalogue(self, query: str) -> list[tuple[Any, ...]]:
         """Rows of a catalogue query; a connection that died while idle is reopened once."""
@@ -381,8 +395,25 @@ _KEYS_QUERY = (
 )
 
 
-def _tables(columns: list[tuple[Any, ...]], keys: list[tuple[Any, ...]]) -> list[Table]:
-    """`Table`s from (table, column, type, nullable) rows and key-column rows."""
+# Unique indexes other than the primary key, one row per column in index order (a functional key
+# part has no column name: such an index is left out).
+_UNIQUE_QUERY = (
+    "SELECT table_name, index_name, column_name FROM information_schema.statistics"
+    " WHERE table_schema = DATABASE() AND non_unique = 0 AND index_name <> 'PRIMARY'"
+    " ORDER BY table_name, index_name, seq_in_index"
+)
+
+
+def _tables(columns: list[tuple[Any, ...]], keys: list[tuple[Any, ...]],
+            unique: list[tuple[Any, ...]] = ()) -> list[Table]:  # type: ignore[assignment]
+    """`Table`s from (table, column, type, nullable) rows, key-column rows and unique-index rows."""
+    indexes: dict[tuple[str, str], list[Any]] = {}
+    for table, index, column in unique:
+        indexes.setdefault((table, index), []).append(column)
+    unique_sets: dict[str, list[tuple[str, ...]]] = {}
+    for (table, _), index_columns in indexes.items():
+        if all(isinstance(c, str) for c in index_columns):
+            unique_sets.setdefault(table, []).append(tuple(index_columns))
     shapes: dict[str, list[tuple[str, str, bool]]] = {}
     for table, column, kind, nullable in columns:
         shapes.setdefault(table, []).append((column, kind, bool(nullable)))
@@ -399,7 +430,7 @@ def _tables(columns: list[tuple[Any, ...]], keys: list[tuple[Any, ...]]) -> list
     for (table, _), (own, referenced, theirs) in foreign.items():
         by_table.setdefault(table, []).append(ForeignKey(tuple(own), referenced, tuple(theirs)))
     return [
-        Table(name, tuple(cols), tuple(primary.get(name, ())), tuple(by_table.get(name, ())))
+        Table(name, tuple(cols), tuple(primary.get(name, ())), tuple(by_table.get(name, ())), tuple(unique_sets.get(name, ())))
         for name, cols in shapes.items()
     ]
 

@@ -134,6 +134,7 @@ class PostgresEngine:
         self._psycopg = import_driver("psycopg", "PostgreSQL databases need the psycopg driver")
         self._conn: Any = None
         self._columns: dict[str, list[str]] | None = None  # schema_columns(), read on first use
+        self._types: dict[str, dict[str, str]] | None = None  # schema_types(), read on first use
         self._opened = False  # once open, failing to reopen is a lost server, not a bad case
         self._cursor_names = itertools.count()
         self._streaming = False  # a stream holds the connection's transaction until closed
@@ -312,11 +313,28 @@ class PostgresEngine:
             self._columns = columns_by_table(self._catalogue(_COLUMNS_QUERY))
         return {table: list(columns) for table, columns in self._columns.items()}
 
+    def schema_types(self) -> dict[str, dict[str, str]]:
+        """{table: {column: data type}} as the catalogue names them (`text`, `bigint`, ...), read
+        once per engine: translating SQLite's comparison affinity needs to know which columns
+        hold text."""
+        if self._types is None:
+            types: dict[str, dict[str, str]] = {}
+            for table, column, kind, *_ in self._catalogue(_COLUMNS_QUERY):
+                types.setdefault(table, {})[column] = str(kind)
+            self._types = types
+        return {table: dict(columns) for table, columns in self._types.items()}
+
+    def server_version(self) -> int:
+        """The server's version number (150020 for 15.2): which functions a translation may use."""
+        return int(self._connection().info.server_version)
+
     def schema_ddl(self) -> str:
-        """CREATE TABLE text with NOT NULL, primary and foreign keys (a prompt needs the join keys)."""
-        columns = self._catalogue(_COLUMNS_QUERY)
+        """CREATE TABLE text with the types as declared (`numeric(10,2)`, `character varying(50)`),
+        NOT NULL, primary, unique and foreign keys (a prompt needs the join keys and what is unique)."""
+        columns = self._catalogue(_DDL_COLUMNS_QUERY)
         keys = self._catalogue(_KEYS_QUERY)
-        return create_table_ddl(_tables(columns, keys), _quote)
+        unique = self._catalogue(_UNIQUE_QUERY)
+        return create_table_ddl(_tables(columns, keys, unique), _quote)
 
     def _catalogue(self, query: str) -> list[tuple[Any, ...]]:
         """Rows of a catalogue query (a statement of its own: the connection is in autocommit);
@@ -351,6 +369,29 @@ _COLUMNS_QUERY = (
     " WHERE c.table_schema = ANY (current_schemas(false))"
     " ORDER BY t.table_name, c.ordinal_position"
 )
+# The same columns with their types as declared (format_type: precision, length, array brackets).
+_DDL_COLUMNS_QUERY = (
+    "SELECT c.table_name, c.column_name, format_type(a.atttypid, a.atttypmod), c.is_nullable = 'YES'"
+    " FROM information_schema.columns c JOIN information_schema.tables t"
+    " ON t.table_schema = c.table_schema AND t.table_name = c.table_name"
+    " JOIN pg_namespace n ON n.nspname = c.table_schema"
+    " JOIN pg_class k ON k.relnamespace = n.oid AND k.relname = c.table_name"
+    " JOIN pg_attribute a ON a.attrelid = k.oid AND a.attname = c.column_name"
+    " WHERE c.table_schema = ANY (current_schemas(false))"
+    " ORDER BY t.table_name, c.ordinal_position"
+)
+# Unique column sets other than the primary key (UNIQUE constraints and plain unique indexes; not
+# partial or expression indexes, which a column list cannot say), key columns in index order.
+_UNIQUE_QUERY = (
+    "SELECT cl.relname::text,"
+    " ARRAY(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(n, o)"
+    "  JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n WHERE k.o <= i.indnkeyatts ORDER BY k.o)"
+    " FROM pg_index i JOIN pg_class cl ON cl.oid = i.indrelid"
+    " JOIN pg_namespace ns ON ns.oid = cl.relnamespace JOIN pg_class ix ON ix.oid = i.indexrelid"
+    " WHERE i.indisunique AND NOT i.indisprimary AND i.indpred IS NULL AND i.indexprs IS NULL"
+    " AND ns.nspname = ANY (current_schemas(false))"
+    " ORDER BY cl.relname, ix.relname"
+)
 # Primary ('p') and foreign ('f') keys of those tables, columns in key order.
 _KEYS_QUERY = (
     "SELECT cl.relname, con.contype::text,"
@@ -367,9 +408,14 @@ _KEYS_QUERY = (
 )
 
 
-def _tables(columns: list[tuple[Any, ...]], keys: list[tuple[Any, ...]]) -> list[Table]:
-    """`Table`s from (table, column, type, nullable) and (table, 'p'|'f', columns, referenced
-    table, referenced columns) rows."""
+def _tables(columns: list[tuple[Any, ...]], keys: list[tuple[Any, ...]],
+            unique: list[tuple[Any, ...]] = ()) -> list[Table]:  # type: ignore[assignment]
+    """`Table`s from (table, column, type, nullable), (table, 'p'|'f', columns, referenced
+    table, referenced columns) and (table, unique columns) rows."""
+    unique_sets: dict[str, list[tuple[str, ...]]] = {}
+    for table, own in unique:
+        if own:
+            unique_sets.setdefault(table, []).append(tuple(own))
     shapes: dict[str, list[tuple[str, str, bool]]] = {}
     for table, column, kind, nullable in columns:
         shapes.setdefault(table, []).append((column, kind, bool(nullable)))
@@ -381,7 +427,7 @@ def _tables(columns: list[tuple[Any, ...]], keys: list[tuple[Any, ...]]) -> list
         elif referenced:
             foreign.setdefault(table, []).append(ForeignKey(tuple(own), referenced, tuple(their or ())))
     return [
-        Table(name, tuple(cols), primary.get(name, ()), tuple(foreign.get(name, ())))
+        Table(name, tuple(cols), primary.get(name, ()), tuple(foreign.get(name, ())), tuple(unique_sets.get(name, ())))
         for name, cols in shapes.items()
     ]
 

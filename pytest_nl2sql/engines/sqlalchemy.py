@@ -354,7 +354,7 @@ class SqlalchemyEngine:
                 for key in _or_empty(lambda: inspector.get_foreign_keys(name))
                 if key.get("referred_table")
             )
-            tables.append(Table(name, columns, primary, foreign))
+            tables.append(Table(name, columns, primary, foreign, _unique_sets(inspector, name)))
         return tables
 
     def close(self) -> None:
@@ -363,6 +363,18 @@ class SqlalchemyEngine:
 
     def __repr__(self) -> str:
         return f"SqlalchemyEngine({self.spec.describe()!r})"
+
+
+def _unique_sets(inspector: Any, name: str) -> tuple[tuple[str, ...], ...]:
+    """A table's UNIQUE constraints and unique indexes as column tuples (an expression index,
+    whose columns include None, is left out), each once."""
+    found: list[tuple[str, ...]] = []
+    for entry in [*_or_empty(lambda: inspector.get_unique_constraints(name)),
+                  *(i for i in _or_empty(lambda: inspector.get_indexes(name)) if i.get("unique"))]:
+        columns = tuple(entry.get("column_names") or ())
+        if columns and all(isinstance(c, str) for c in columns) and columns not in found:
+            found.append(columns)
+    return tuple(found)
 
 
 def _or_empty(read: Callable[[], Any]) -> Any:

@@ -185,8 +185,11 @@ class SqliteEngine:
         return self._worker.read(self._live_handle(), sql, params)
 
     def schema_ddl(self) -> str:
+        """The CREATE statements as written (types, UNIQUE and keys as declared), and the
+        CREATE UNIQUE INDEX statements: a unique index is a constraint a prompt should show."""
         rows = self._read(
-            "SELECT sql FROM sqlite_master WHERE type IN ('table', 'view') AND sql IS NOT NULL"
+            "SELECT sql FROM sqlite_master WHERE (type IN ('table', 'view') OR (type = 'index'"
+            " AND sql LIKE 'CREATE UNIQUE INDEX%')) AND sql IS NOT NULL"
             " AND name NOT LIKE 'sqlite~_%' ESCAPE '~' ORDER BY rowid"
         )
         return "\n\n".join(f"{sql.strip()};" for (sql,) in rows)

@@ -103,16 +103,18 @@ def _file_key(item: Mapping[str, Any], baseline_folder: Path | None, rootdir: Pa
     return key_relative_to(baseline_folder, rootdir / item["file"])
 
 
-def classify(entry: BaselineEntry | None, passed_now: bool) -> BaselineStatus | None:
+def classify(entry: BaselineEntry | None, passed_now: bool, *, unpredicted: bool = False) -> BaselineStatus | None:
     """The case's status against its baseline entry; None when it passed before and passes now.
 
     A baseline entry recorded as `gold_error` had no verdict to compare with, so the case counts
     as new. Do not classify a case that is a `gold_error` now: it is an error either way.
+    `unpredicted`: the case is a `predictor_error` now (the model could not be asked): a case that
+    passed before is then no regression (None: not compared; it still fails, as it failed).
     """
     if entry is None or entry.is_error:
         return BaselineStatus.NEW
     if entry.passed:
-        return None if passed_now else BaselineStatus.REGRESSION
+        return None if passed_now or unpredicted else BaselineStatus.REGRESSION
     return BaselineStatus.FIXED if passed_now else BaselineStatus.KNOWN_FAILURE
 
 
@@ -270,6 +272,10 @@ class BaselineComparison:
     baseline and now (neither side a `gold_error`). That is what McNemar's test compares, and it
     keeps a grown or shrunk suite from passing for a change in the model. Case lists hold
     `file::id` labels (the nodeid), in collection order; `missing` in baseline order.
+
+    A case whose verdict now is `predictor_error` (the model could not be asked) is listed in
+    `unpredicted` only: it says nothing of the model's answers, so it is neither a regression nor
+    a known failure here, nor in McNemar's pairs (the item still fails the run, as it fails).
     """
 
     path: str
@@ -283,6 +289,7 @@ class BaselineComparison:
     new: tuple[str, ...]
     missing: tuple[str, ...]  # in the baseline, not run now
     statuses: Mapping[Key, BaselineStatus | None]
+    unpredicted: tuple[str, ...] = ()  # predictor_error now: not judged on an answer
 
     @property
     def accuracy_before(self) -> float | None:
@@ -324,6 +331,7 @@ class BaselineComparison:
             "changed_failures": list(self.changed_failures),
             "new": list(self.new),
             "missing": list(self.missing),
+            "unpredicted": list(self.unpredicted),
             "mcnemar": {"b": self.b, "c": self.c},
             "p_value": self.p_value,
             "significant": self.significant,
@@ -343,6 +351,11 @@ class BaselineComparison:
                 f"cases passing (SQL and term selection, judged in both runs): then "
                 f"{_ratio(self.passed_before, self.paired)}, now {_ratio(self.passed_now, self.paired)}"
             )
+        if self.unpredicted:
+            lines.append(f"{_plural(len(self.unpredicted), 'case')} could not be predicted (predictor_error: the predictor "
+                         "raised, transient errors retried): not wrong answers, so neither regressions nor known "
+                         "failures here; they fail the run until they are answered:")
+            lines += [f"  {label}" for label in self.unpredicted]
         lines += _listed("regression", "regressions", self.regressions)
         lines += _listed("fixed case", "fixed cases", self.fixed)
         if self.known_failures:
@@ -382,6 +395,7 @@ def compare_with_baseline(
     known: list[str] = []
     changed: list[str] = []
     new: list[str] = []
+    unpredicted: list[str] = []
     paired = passed_before = passed_now = 0
     seen: set[Key] = set()
     folder = Path(baseline.path).resolve().parent if rootdir is not None else None
@@ -392,6 +406,10 @@ def compare_with_baseline(
         label = item.get("nodeid") or f"{key[0]}::{key[1]}"
         if item["verdict"] == Verdict.GOLD_ERROR.value:
             statuses[key] = None  # an error now is an error, whatever the baseline says
+            continue
+        if item["verdict"] == Verdict.PREDICTOR_ERROR.value:
+            statuses[key] = BaselineStatus(item["baseline"]) if item.get("baseline") else None
+            unpredicted.append(label)  # no answer to compare: neither a regression nor a pair for McNemar
             continue
         entry = baseline.lookup(*key)
         status = BaselineStatus(item["baseline"]) if item.get("baseline") else classify(entry, bool(item["passed"]))
@@ -428,6 +446,7 @@ def compare_with_baseline(
         new=tuple(new),
         missing=tuple(missing),
         statuses=statuses,
+        unpredicted=tuple(unpredicted),
     )
 
 

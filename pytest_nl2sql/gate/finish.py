@@ -15,14 +15,22 @@ from typing import Any
 
 from pytest_nl2sql.cases.predictions import record_lines
 from pytest_nl2sql.files import atomic_write_text
-from pytest_nl2sql.gate.baseline import Baseline, BaselineError, compare_with_baseline, load_baseline, write_baseline
+from pytest_nl2sql.gate.baseline import (
+    Baseline,
+    BaselineError,
+    compare_with_baseline,
+    key_relative_to,
+    load_baseline,
+    write_baseline,
+)
 from pytest_nl2sql.gate.run import HistoryError, RunInfo, append_history, read_history
 from pytest_nl2sql.gate.thresholds import Threshold, check_thresholds
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
 from pytest_nl2sql.reports import write_report
+from pytest_nl2sql.vocab import BaselineStatus, Verdict
 
-TREND_FORMATS = ("md", "xlsx")  # the reports that show the trend over --nl2sql-history
+TREND_FORMATS = ("md", "xlsx", "html")  # the reports that show the trend over --nl2sql-history
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class Finished:
 
 
 def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finished:
-    results = ordered(results)
+    results = [_unpredicted_is_no_regression(r) for r in ordered(results)]
     summary = summarize(results)
     summary["engine"] = run.engine  # where the cases ran: the --nl2sql-dsn database (password masked), or "per case"
     messages: list[str] = []
@@ -94,6 +102,13 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
     return Finished(summary, report, messages, failures, usage_error)
 
 
+def _unpredicted_is_no_regression(result: CaseResult) -> CaseResult:
+    """A case the model could not answer is not a regression (merged shards are classified here)."""
+    if result.verdict is Verdict.PREDICTOR_ERROR and result.baseline == BaselineStatus.REGRESSION.value:
+        return result.replace(baseline=None)
+    return result
+
+
 def _update_baseline(gate: Gate, results: Sequence[CaseResult], report: dict[str, Any], messages: list[str],
                      failures: list[str], *, full: bool) -> None:
     assert gate.baseline_path is not None
@@ -103,12 +118,32 @@ def _update_baseline(gate: Gate, results: Sequence[CaseResult], report: dict[str
             previous = load_baseline(gate.baseline_path)  # its cases not run now are kept
         except BaselineError as e:
             messages.append(f"the old baseline could not be read ({e}): written from scratch")
+    items, kept = _keeping_unpredicted(report["items"], previous, gate)
+    if kept:
+        messages.append(f"{kept} case(s) could not be predicted (predictor_error): their earlier baseline entries are kept")
     try:
         replaced = sorted({r.file for r in results}) if full else None  # a deleted case leaves only then
-        write_baseline(gate.baseline_path, report["items"], previous=previous, rootdir=gate.rootdir, replaced_files=replaced)
+        write_baseline(gate.baseline_path, items, previous=previous, rootdir=gate.rootdir, replaced_files=replaced)
         messages.append(f"baseline written: {gate.baseline_path} ({len(results)} cases)")
     except OSError as e:  # a BaselineWriteError names the path and what is wrong
         failures.append(f"nl2sql: {e}")
+
+
+def _keeping_unpredicted(items: Sequence[dict[str, Any]], previous: Baseline | None, gate: Gate) -> tuple[list[dict[str, Any]], int]:
+    """The items to write as the new baseline: a case the model could not be asked (an outage
+    during an update) keeps its earlier entry rather than being recorded as a failure."""
+    if previous is None:
+        return list(items), 0
+    folder = Path(previous.path).resolve().parent
+    out, kept = [], 0
+    for item in items:
+        entry = previous.lookup(key_relative_to(folder, gate.rootdir / item["file"]), item["id"]) \
+            if item["verdict"] == Verdict.PREDICTOR_ERROR.value else None
+        if entry is not None:
+            item = {**item, **entry.to_json()}
+            kept += 1
+        out.append(item)
+    return out, kept
 
 
 def _record(path: Path, results: Sequence[CaseResult], messages: list[str], failures: list[str]) -> None:
@@ -124,12 +159,18 @@ def _record(path: Path, results: Sequence[CaseResult], messages: list[str], fail
 
 def _record_of(result: CaseResult) -> dict[str, Any]:
     record = {"id": result.id, "file": result.file, "key": result.extra.get("key")}
+    samples = {"samples": result.extra["samples"]} if result.extra.get("samples") else {}
     if result.extra.get("hook_answered") is False:  # replayed without asking the hook again
-        return {**record, "no_answer": True}
+        return {**record, "no_answer": True, **samples}
     if "error" in result.extra:  # the predictor raised: replayed as predictor_error
-        return {**record, "error": result.extra["error"]}
+        return {**record, "error": result.extra["error"], **samples}
     key = "selection" if result.kind.value == "term_selection" else "predicted"
-    return {**record, key: result.predicted}
+    record[key] = result.predicted
+    if result.raw_prediction is not None:  # the answer as the model gave it: a replay takes the SQL out again
+        record["raw_prediction"] = result.raw_prediction
+    if result.extra.get("samples"):  # --nl2sql-repeat: every answer, so that a replay judges all K
+        record["samples"] = result.extra["samples"]
+    return record
 
 
 def _earlier_records(path: Path, ran: set[tuple[str, str]]) -> list[dict[str, Any]]:

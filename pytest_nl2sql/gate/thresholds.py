@@ -3,7 +3,8 @@
 A threshold is written `[BUCKET=]RATE`. RATE is a fraction (`0.8`) or a percentage (`80%`);
 BUCKET is a hardness label (`hard`, or BIRD's `challenging`: any label the cases carry),
 `tag:NAME` or `database:NAME`. Rates are compared exactly (as fractions), so 4/5 is not below
-`0.8`. Known failures are not passes, so they count as failures here.
+`0.8`. Known failures are not passes, so they count as failures here; so do cases the predictor
+could not answer (`predictor_error`), and the message says how many of those there were.
 """
 
 from __future__ import annotations
@@ -114,7 +115,19 @@ def _check_one(threshold: Threshold, summary: Mapping[str, Any]) -> str | None:
     if actual >= threshold.exact_rate:
         return None
     shown = _format_rate(actual, threshold.exact_rate)
-    return f"nl2sql: {bucket.accuracy} {shown} ({passed}/{judged}) is below {wanted}"
+    return f"nl2sql: {bucket.accuracy} {shown} ({passed}/{judged}) is below {wanted}" + _unpredicted_note(bucket.counts, passed, judged)
+
+
+def _unpredicted_note(counts: Mapping[str, Any], passed: int, judged: int) -> str:
+    """A gate failed partly by an outage says so: the cases that could not be predicted are
+    failures here, but not wrong answers."""
+    unpredicted = counts.get("predictor_errors")
+    if not isinstance(unpredicted, int) or unpredicted <= 0:
+        return ""
+    answered = judged - unpredicted
+    figure = f" (over the {answered} answered: {passed}/{answered})" if answered > 0 else ""
+    return (f"; {unpredicted} of the {judged - passed} failing cases could not be predicted (predictor_error), "
+            f"not wrong answers{figure}")
 
 
 @dataclass(frozen=True)

@@ -41,13 +41,18 @@ class GoldError(Exception):
     """The case itself is broken: its gold fails, times out, or its database is missing."""
 
 
-def gold_error(label: str, error: EngineError) -> GoldError:
-    """Why a gold query gave nothing to compare with, held or streamed alike."""
+def gold_error(label: str, error: EngineError, written: str | None = None, executed: str | None = None,
+               engine_dialect: str | None = None) -> GoldError:
+    """Why a gold query gave nothing to compare with, held or streamed alike. When the engine ran
+    a translation (`executed`, of the gold as `written`), the message shows the SQL that failed."""
+    ran = ""
+    if executed is not None and written is not None and executed.strip() != written.strip():
+        ran = f"\n{label} as translated for {engine_dialect or 'the engine'}: {executed}"
     if isinstance(error, QueryTimeout):
-        return GoldError(f"{label} timed out: {error}")
+        return GoldError(f"{label} timed out: {error}{ran}")
     if isinstance(error, TooManyRows):
-        return GoldError(f"{label} is over the row cap (--nl2sql-max-rows): {error}")
-    return GoldError(f"{label} failed: {error}")
+        return GoldError(f"{label} is over the row cap (--nl2sql-max-rows): {error}{ran}")
+    return GoldError(f"{label} failed: {error}{ran}")
 
 
 @dataclass(frozen=True)
@@ -130,8 +135,10 @@ def run_gold(
             if raw is None:
                 plan = None  # the rewrite failed: the gold as written, compared as without ties
         if raw is None:
+            executed = None
             try:
-                raw = execute_once_more_if_lost(engine, to_engine_sql(sql, dialect, engine), limits, trusted=True)
+                executed = to_engine_sql(sql, dialect, engine)
+                raw = execute_once_more_if_lost(engine, executed, limits, trusted=True)
             except ConnectionLost:
                 raise
             except ResultTooLarge:  # held nowhere: compared as a stream when a prediction is judged
@@ -140,7 +147,7 @@ def run_gold(
                 large.add(number - 1)
                 continue
             except EngineError as e:
-                raise gold_error(label, e) from e
+                raise gold_error(label, e, sql, executed, engine.dialect) from e
         found: list[str] = []
         if plan is not None and _fits(plan, raw):
             grouped = ties.group(raw.columns, raw.rows, plan)

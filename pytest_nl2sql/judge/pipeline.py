@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import sqlite3
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from pytest_nl2sql.engines.url import EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import Baseline, classify
 from pytest_nl2sql.gate.run import engine_label
 from pytest_nl2sql.judge import explain, on_neighbours
+from pytest_nl2sql.judge.answer import add_usage, extract_sql
 from pytest_nl2sql.judge.compare import CompareOptions
 from pytest_nl2sql.judge.execute import (
     GoldError,
@@ -44,7 +46,16 @@ from pytest_nl2sql.judge.execute import (
 )
 from pytest_nl2sql.judge.nearmiss import near_miss
 from pytest_nl2sql.judge.on_neighbours import DatabaseFolder, JudgingRules, NeighbourCheck, OtherDatabase
-from pytest_nl2sql.judge.predict import Hook, PredictionOutcome, PredictionRequest, PredictionSource, Predictor
+from pytest_nl2sql.judge.predict import (
+    DEFAULT_SAMPLE_ROWS,
+    Hook,
+    PredictionOutcome,
+    PredictionRequest,
+    PredictionSource,
+    Predictor,
+    RetryPolicy,
+    SampleRows,
+)
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics import termselection
 from pytest_nl2sql.metrics.efficiency import Efficiency, measure
@@ -72,6 +83,8 @@ class RunOptions:
     cache_dir: Path | None = None  # where generated neighbours are kept (None: `default_cache_dir()`)
     fragile: FragilePolicy = FragilePolicy.PASS  # --nl2sql-fragile
     confine: Path | None = None  # --nl2sql-confine: the resolved root no file read for a case may lie outside
+    retry: RetryPolicy = RetryPolicy()  # --nl2sql-retries, --nl2sql-retry-wait: a hook's transient failures
+    repeat: int = 1  # --nl2sql-repeat: answers asked per case (the first decides the verdict)
 
 
 @dataclass(frozen=True)
@@ -128,10 +141,11 @@ class Pipeline:
     _folders: dict[str, DatabaseFolder | None] = field(default_factory=dict)
     _neighbour_cache: Any = None  # pytest_nl2sql.neighbours.NeighbourCache, made on first use
     _duckdb_worker: Any = None  # one DuckDB worker for the short-lived engines of DuckDB neighbours
+    _rows: dict[tuple[int, str, int], SampleRows] = field(default_factory=dict)  # `sample_rows`, per engine
 
     @property
     def predictor(self) -> Predictor:
-        return Predictor(self.hook, self.predictions)
+        return Predictor(self.hook, self.predictions, self.options.retry)
 
     # --- the stages ------------------------------------------------------------------------
 
@@ -168,17 +182,24 @@ class Pipeline:
         prepared case; apply the baseline."""
         if prepared.broken is not None:
             return prepared.broken
+        case = prepared.case
         if predicted is not None:
             prediction = PredictionOutcome(predicted, PredictionSource.CASE)
-        if prepared.case.is_term_selection:
-            return self._score_term_selection(prepared, prediction)
-        return self._judge_sql(prepared, prediction)
+        elif prediction is None:
+            prediction = (self._predict_term_selection(case, prepared.label) if case.is_term_selection
+                          else self._predict_sql(case, prepared.label, prepared.engine))
+        if case.is_term_selection:
+            outcome = self._score_term_selection(prepared, prediction)
+        else:
+            outcome = self._judge_sql(prepared, prediction)
+        return self._with_model_figures(prepared, prediction, outcome)
 
     def predict(self, case: Case, label: CaseLabel) -> PredictionOutcome:
-        """Ask for the case's prediction (the first source that applies). `finish` does it itself;
-        a caller that wants predictions ahead of judging (several at once) calls this first."""
+        """Ask for the case's prediction (the first source that applies; with `repeat`, all its
+        answers). `finish` does it itself; a caller that wants predictions ahead of judging
+        (several at once) calls this first."""
         if case.is_term_selection:
-            return self._predict_turns(case, label, tuple(case.conversation or ()))
+            return self._predict_term_selection(case, label)
         try:
             engine = self.engine_for(case)
         except EngineError:
@@ -187,10 +208,24 @@ class Pipeline:
 
     def _predict_sql(self, case: Case, label: CaseLabel, engine: Engine | None) -> PredictionOutcome:
         schema = functools.partial(self.schema_ddl, engine) if engine is not None else _unreadable_schema
+        rows = functools.partial(self.sample_rows, engine) if engine is not None else None
         # the predictor writes for the database the case runs on (its schema is that database's)
         dialect = engine.dialect if engine is not None else case.written_in
-        request = PredictionRequest.for_case(case, schema=schema, engine=engine, dialect=dialect)
-        return self.predictor.predict(case, request, _file_names(case, label))
+        request = PredictionRequest.for_case(case, schema=schema, engine=engine, dialect=dialect, rows=rows)
+        names = _file_names(case, label)
+        first = self.predictor.predict(case, request, names)
+        return self._with_samples(first, lambda index: self.predictor.predict(case, request.as_sample(index), names))
+
+    def _predict_term_selection(self, case: Case, label: CaseLabel) -> PredictionOutcome:
+        conversation = tuple(case.conversation or ())
+        first = self._predict_turns(case, label, conversation)
+        return self._with_samples(first, lambda index: self._predict_turns(case, label, conversation, index))
+
+    def _with_samples(self, first: PredictionOutcome, ask: Callable[[int], PredictionOutcome]) -> PredictionOutcome:
+        """The first answer, carrying the case's other `repeat - 1` answers, asked in order."""
+        if self.options.repeat <= 1:
+            return first
+        return dataclasses.replace(first, samples=tuple(ask(index) for index in range(1, self.options.repeat)))
 
     def invalid(self, entry: InvalidCase, label: CaseLabel) -> CaseOutcome:
         """An entry of a case file that could not be read: broken, naming its file and line."""
@@ -224,8 +259,11 @@ class Pipeline:
         assert engine is not None and gold is not None
         if prediction is None:
             prediction = self._predict_sql(case, label, engine)
+        given = prediction.value
+        prediction, problem = _sql_of(prediction)
+        raw = given if isinstance(given, str) and given != prediction.value else None
         try:
-            judgement = self._judgement(case, prediction, engine, gold)
+            judgement = self._judgement(case, prediction, engine, gold, problem)
         except ConnectionLost as e:  # twice in a row: the run's fault, not the model's
             reason = _infrastructure_reason(e)
             result = self._result(case, label, prepared.hardness, Verdict.GOLD_ERROR, reason=reason, predicted=_plain(prediction.value))
@@ -255,7 +293,7 @@ class Pipeline:
             gold_warnings=gold.warnings,
             soft_scores=soft.to_json() if soft else None, near_miss=near.value if near else None,
             predicted_result=_shown_path(result_file.path, case) if result_file else None,
-            execution_time=efficiency.to_json() if efficiency else None,
+            execution_time=efficiency.to_json() if efficiency else None, raw_prediction=raw,
         )
         result = self._with_baseline(result, case)
         if result.passed:
@@ -264,7 +302,7 @@ class Pipeline:
             text = explain.neighbour_failure_text(case, label.file, result, failure, beyond, self.options.verbosity)
         else:
             text = explain.failure_text(case, label.file, result, judgement, gold, self.options.verbosity)
-        return CaseOutcome(result, _with_baseline_note(text, result), judgement, gold)
+        return CaseOutcome(result, _with_baseline_note(text, result, self._passed_in_baseline(case, result)), judgement, gold)
 
     # --- beyond the case's own database -----------------------------------------------------
 
@@ -292,9 +330,11 @@ class Pipeline:
             for n in neighbours
         )
 
-    def _check_beyond(self, case: Case, predicted: str, predicted_in: str, engine: Engine, gold: GoldOutcome) -> NeighbourCheck | None:
+    def _check_beyond(self, case: Case, predicted: str, predicted_in: str, engine: Engine, gold: GoldOutcome,
+                      *, shrink_failure: bool = True) -> NeighbourCheck | None:
         """A prediction that passed on the case's database, judged on its other databases. The
-        gold's own text is not run again: it matches wherever the gold runs (nothing to generate)."""
+        gold's own text is not run again: it matches wherever the gold runs (nothing to generate).
+        `shrink_failure=False`: only the verdict is wanted (a repeated answer), not a counterexample."""
         folder, count = self._beyond_plan(case, engine)
         if folder is None and count <= 0:
             return None
@@ -305,7 +345,7 @@ class Pipeline:
             return None
         rules = JudgingRules(case.gold, case.written_in, case.order, case.compare or {}, self.spider_mode(case), predicted_in)
         shrink = None
-        if folder is None:
+        if folder is None and shrink_failure:
             from pytest_nl2sql.neighbours import shrink_counterexample as shrink
         return on_neighbours.check(predicted, databases, rules, self.options.limits, self._open_other, shrink=shrink,
                                    own_gold=gold if folder is None else None)
@@ -361,11 +401,15 @@ class Pipeline:
         gold_sql = to_engine_sql(gold.queries[judgement.gold_index], case.written_in, engine)
         return measure(gold_result.seconds, pred_result.seconds, timed(gold_sql, True), timed(judgement.executed or "", False))
 
-    def _judgement(self, case: Case, prediction: PredictionOutcome, engine: Engine, gold: GoldOutcome) -> Judgement:
+    def _judgement(self, case: Case, prediction: PredictionOutcome, engine: Engine, gold: GoldOutcome,
+                   problem: str | None = None) -> Judgement:
+        """`problem`: why no SQL could be taken out of a Markdown answer (`_sql_of`)."""
         if prediction.error is not None:
             return Judgement(Verdict.PREDICTOR_ERROR, prediction.error)
         if prediction.stale:
             return Judgement(Verdict.NO_PREDICTION, "the recorded prediction is stale: the question or schema changed since it was recorded")
+        if problem is not None:
+            return Judgement(Verdict.NO_PREDICTION if prediction.value == "" else Verdict.PRED_ERROR, problem)
         if isinstance(prediction.value, PredictedResult):
             return self._judge_result_file(case, prediction.value, gold)
         if prediction.value is not None and not isinstance(prediction.value, str):
@@ -453,7 +497,7 @@ class Pipeline:
     def _score_term_selection(self, prepared: PreparedCase, prediction: PredictionOutcome | None) -> CaseOutcome:
         case, label = prepared.case, prepared.label
         conversation = tuple(case.conversation or ())
-        outcome = prediction or self._predict_turns(case, label, conversation)
+        outcome = prediction or self._predict_term_selection(case, label)
         selections, problem = None, outcome.error
         if problem is None and outcome.value is not None and not outcome.stale:
             try:
@@ -468,7 +512,8 @@ class Pipeline:
             reason = problem or ("the recorded prediction is stale" if outcome.stale else self._no_prediction_reason(case, outcome))
             result = self._with_baseline(self._result(case, label, prepared.hardness, verdict, reason=reason,
                                                       predicted=_plain(outcome.value), **common), case)
-            return CaseOutcome(result, _with_baseline_note(explain.term_selection_error_text(case, label.file, result), result))
+            text = explain.term_selection_error_text(case, label.file, result)
+            return CaseOutcome(result, _with_baseline_note(text, result, self._passed_in_baseline(case, result)))
         score = termselection.score_term_selection(termselection.targets(conversation), selections)
         min_precision, min_recall = termselection.thresholds(case.compare)
         passed = termselection.passes(score, min_precision, min_recall)
@@ -480,20 +525,77 @@ class Pipeline:
         text = None if passed else explain.term_selection_failure_text(case, label.file, result)
         return CaseOutcome(result, _with_baseline_note(text, result))
 
-    def _predict_turns(self, case: Case, label: CaseLabel, conversation: tuple[Any, ...]) -> PredictionOutcome:
+    def _predict_turns(self, case: Case, label: CaseLabel, conversation: tuple[Any, ...], sample: int = 0) -> PredictionOutcome:
         """The hook is asked once per targeted turn, with the conversation up to that turn; a
         stored prediction answers the whole case (one selection, or one per targeted turn)."""
-        request = PredictionRequest.for_case(case, schema=_no_schema, engine=None, dialect=case.written_in)
+        request = PredictionRequest.for_case(case, schema=_no_schema, engine=None, dialect=case.written_in).as_sample(sample)
         answers: list[Any] = []
         latency = 0.0
+        attempts, usage = 0, None
         for index in termselection.targeted_turns(conversation):
             outcome = self.predictor.predict(case, request.at_turn(conversation[: index + 1]), _file_names(case, label))
+            attempts, usage = attempts + outcome.attempts, add_usage(usage, outcome.usage)
             if outcome.source != PredictionSource.HOOK or outcome.error is not None:
-                return outcome
+                return dataclasses.replace(outcome, attempts=attempts, usage=usage)
             answers.append(outcome.value)
             latency += outcome.latency or 0.0
         value = answers[0] if len(answers) == 1 else answers
-        return PredictionOutcome(value, PredictionSource.HOOK, latency, key=request.key)
+        return PredictionOutcome(value, PredictionSource.HOOK, latency, key=request.key, attempts=attempts, usage=usage)
+
+    # --- the model's figures: attempts, usage, repeated answers ------------------------------------
+
+    def _with_model_figures(self, prepared: PreparedCase, prediction: PredictionOutcome, outcome: CaseOutcome) -> CaseOutcome:
+        """The hook's calls and usage over all the case's answers, and (with `repeat`) how each
+        of the other answers fared; the verdict stays the first answer's."""
+        every = (prediction, *prediction.samples)
+        usage = None
+        for answer in every:
+            usage = add_usage(usage, answer.usage)
+        changes: dict[str, Any] = {"attempts": sum(answer.attempts for answer in every), "usage": usage}
+        explanation = outcome.explanation
+        if prediction.samples and not outcome.broken:
+            repeats = changes["repeats"] = self._repeats(prepared, prediction, outcome.result)
+            if prediction.source == PredictionSource.HOOK or prediction.hook_silent:  # what --nl2sql-record keeps
+                changes["extra"] = {**outcome.result.extra, "samples": [_recorded(answer) for answer in every]}
+            if explanation is not None:
+                explanation += (f"\nrepeated answers (--nl2sql-repeat={repeats['k']}): {repeats['passed']} of {repeats['k']} "
+                                f"passed ({', '.join(repeats['verdicts'])}); the verdict is the first answer's")
+        return dataclasses.replace(outcome, result=outcome.result.replace(**changes), explanation=explanation)
+
+    def _repeats(self, prepared: PreparedCase, prediction: PredictionOutcome, first: CaseResult) -> dict[str, Any]:
+        """`{"k", "passed", "verdicts", "predicted"}` over the case's answers. Each answer is judged
+        as the first was (its own database and neighbours, the same rules), without what only the
+        failure text needs (shrunk counterexamples, soft scores, timings); an answer equal to an
+        earlier one has that one's verdict without running again."""
+        verdicts = [first.verdict]
+        predicted = [first.predicted]
+        known = {_answer_key(prediction): first.verdict}
+        for answer in prediction.samples:
+            key = _answer_key(answer)
+            if key not in known:
+                known[key] = self._verdict_of(prepared, answer)
+            verdicts.append(known[key])
+            predicted.append(_shown_answer(answer) if not prepared.case.is_term_selection else _plain(answer.value))
+        return {"k": len(verdicts), "passed": sum(v is Verdict.PASS for v in verdicts),
+                "verdicts": [v.value for v in verdicts], "predicted": predicted}
+
+    def _verdict_of(self, prepared: PreparedCase, answer: PredictionOutcome) -> Verdict:
+        """The verdict one more answer of a prepared case gets."""
+        case, engine, gold = prepared.case, prepared.engine, prepared.gold
+        if case.is_term_selection:
+            return self._score_term_selection(prepared, answer).result.verdict
+        assert engine is not None and gold is not None
+        answer, problem = _sql_of(answer)
+        try:
+            judgement = self._judgement(case, answer, engine, gold, problem)
+        except ConnectionLost:
+            return Verdict.GOLD_ERROR  # not the answer's fault: it could not be judged
+        if judgement.verdict is not Verdict.PASS or not isinstance(answer.value, str):
+            return judgement.verdict
+        beyond = self._check_beyond(case, answer.value, answer.dialect or case.written_in, engine, gold, shrink_failure=False)
+        if beyond is not None and (beyond.failed or (beyond.is_fragile and self.options.fragile is FragilePolicy.FAIL)):
+            return Verdict.MISMATCH
+        return judgement.verdict
 
     # --- what every result shares ---------------------------------------------------------
 
@@ -511,12 +613,17 @@ class Pipeline:
         """Under --nl2sql-dsn, where every SQL case runs (password masked): the item's `ran_on`."""
         return engine_label(self.options.dsn) if self.options.dsn else None
 
+    def _passed_in_baseline(self, case: Case, result: CaseResult) -> bool:
+        entry = self.baseline.lookup_case(case.file, result.id) if self.baseline is not None else None
+        return entry is not None and entry.passed
+
     def _with_baseline(self, result: CaseResult, case: Case) -> CaseResult:
         """The baseline status, decided once, here (the controller only counts them). The case is
         found by its file relative to the baseline file, whatever directory pytest started in."""
         if self.baseline is None:
             return result
-        status = classify(self.baseline.lookup_case(case.file, result.id), result.passed)
+        status = classify(self.baseline.lookup_case(case.file, result.id), result.passed,
+                          unpredicted=result.verdict is Verdict.PREDICTOR_ERROR)
         return result if status is None else result.replace(baseline=status.value)
 
     # --- databases, schemas and hardness (cached per process) ------------------------------
@@ -549,6 +656,44 @@ class Pipeline:
             except EngineError:
                 self._ddl[key] = ""
         return self._ddl[key]
+
+    def sample_rows(self, engine: Engine, table: str, n: int = DEFAULT_SAMPLE_ROWS) -> SampleRows:
+        """The first `n` rows of `table` (`PredictionRequest.sample_rows`), read once per engine,
+        table and `n` under the run's limits. The name is matched as written, else ignoring case."""
+        key = (id(engine), table, n)
+        kept = self._rows.get(key)
+        if kept is not None:
+            return kept
+        tables = list(engine.schema_columns())
+        name = table if table in tables else next((t for t in tables if t.lower() == str(table).lower()), None)
+        if name is None:
+            raise ValueError(f"no table {table!r} in this database (it has: {', '.join(tables) or 'none'})")
+        from sqlglot import exp
+
+        query = exp.select("*").from_(exp.Table(this=exp.to_identifier(name, quoted=True))).limit(n)
+        result = engine.execute(query.sql(dialect=engine.dialect or None), self.options.limits)
+        rows = SampleRows(name, tuple(result.columns), tuple(tuple(row) for row in result.rows), n)
+        self._rows[key] = rows
+        return rows
+
+    def read_ahead(self, case: Case) -> bool:
+        """Read what a request may ask of a case's database (its schema, three rows of each table)
+        in this thread, before the request is handed to a predictor in another: database
+        connections are not shared across threads. False: the case's database cannot be opened
+        (the case is broken; nothing is worth predicting)."""
+        if case.is_term_selection:
+            return True
+        try:
+            engine = self.engine_for(case)
+        except EngineError:
+            return False
+        self.schema_ddl(engine)
+        try:
+            for table in engine.schema_columns():
+                self.sample_rows(engine, table)
+        except (EngineError, ValueError):
+            pass  # a table that cannot be read is read (and fails) when a predictor asks for it
+        return True
 
     def spider_schema(self, case: Case) -> Any | None:
         """The Spider-style schema for exact match: tables.json of a source, else the SQLite file."""
@@ -645,9 +790,12 @@ def _infrastructure_reason(error: BaseException) -> str | None:
     return None
 
 
-def _with_baseline_note(text: str | None, result: CaseResult) -> str | None:
+def _with_baseline_note(text: str | None, result: CaseResult, passed_before: bool = False) -> str | None:
     """Under a failing case's explanation, say why it fails the gate."""
     note = BASELINE_NOTES.get(result.baseline or "")
+    if passed_before and result.verdict is Verdict.PREDICTOR_ERROR:  # an outage, not a worse answer
+        note = ("not a regression: this case passed in the baseline and could not be predicted now "
+                "(predictor_error), which says nothing of the model's answers; it fails the run until it is answered")
     return f"{text}\nbaseline: {note}" if text is not None and note else text
 
 
@@ -655,6 +803,44 @@ BASELINE_NOTES = {
     BaselineStatus.REGRESSION.value: "regression: this case passed in the baseline and fails now",
     BaselineStatus.NEW.value: "new case, not in the baseline: it fails the run until it passes or the baseline is updated",
 }
+
+
+def _sql_of(prediction: PredictionOutcome) -> tuple[PredictionOutcome, str | None]:
+    """The prediction with the SQL of a Markdown answer as its value (`answer.extract_sql`), and
+    why there is none (then the value stays the answer, or "" for an empty fenced block)."""
+    if not isinstance(prediction.value, str) or prediction.error is not None:
+        return prediction, None
+    extracted = extract_sql(prediction.value)
+    if extracted.problem is not None:
+        return (dataclasses.replace(prediction, value="") if extracted.sql == "" else prediction), extracted.problem
+    return (prediction if extracted.sql == prediction.value else dataclasses.replace(prediction, value=extracted.sql)), None
+
+
+def _shown_answer(answer: PredictionOutcome) -> Any:
+    """One of a repeated case's answers as its `repeats.predicted` shows it: the SQL judged."""
+    if answer.error is not None:
+        return None
+    value = _sql_of(answer)[0].value
+    return str(value) if isinstance(value, PredictedResult) else _plain(value)
+
+
+def _answer_key(answer: PredictionOutcome) -> tuple[Any, ...]:
+    """What an answer's verdict depends on: two answers with the same key get the same verdict."""
+    value = answer.value
+    shown = f"file:{value.path}" if isinstance(value, PredictedResult) else json.dumps(value, sort_keys=True, default=repr)
+    return shown, answer.error, answer.stale, answer.dialect
+
+
+def _recorded(answer: PredictionOutcome) -> dict[str, Any]:
+    """One answer as `--nl2sql-record` keeps it among a repeated case's `samples`."""
+    if answer.hook_silent:
+        return {"no_answer": True}
+    if answer.error is not None:
+        return {"error": answer.error}
+    value = _sql_of(answer)[0].value
+    if not isinstance(value, str):
+        return {"selection": _plain(value)}
+    return {"predicted": value, **({"raw_prediction": answer.value} if value != answer.value else {})}
 
 
 def _plain(value: Any) -> Any:

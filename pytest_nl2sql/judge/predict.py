@@ -2,8 +2,13 @@
 comes from (the predictor hook, a predictions file, the case itself).
 
 The request is not the `Case`: a case is the parsed spec (gold, comparison options, where it was
-read); a request is what a model may see (question, hint, schema, the open database) and nothing
-that would give the answer away.
+read); a request is what a model may see (question, hint, schema, a few rows, the open database)
+and nothing that would give the answer away.
+
+A model behind an API fails now and then for reasons that are not the model's (a rate limit, a
+timeout, a 503): such a failure is asked again (`RetryPolicy`), so that an outage of a minute does
+not read as a model that got worse. With `--nl2sql-repeat=K` a case is asked K times; each answer
+is one `sample` of the request.
 """
 
 from __future__ import annotations
@@ -21,6 +26,44 @@ from typing import Any
 
 from pytest_nl2sql.cases.predictions import PredictedResult, PredictionStore, prediction_key
 from pytest_nl2sql.cases.read import Case
+from pytest_nl2sql.judge.answer import is_transient, unpack_answer
+
+DEFAULT_SAMPLE_ROWS = 3  # `case.sample_rows(table)`: the "schema plus three rows" prompt (Rajkumar et al. 2022)
+MAX_SAMPLE_ROWS = 1000
+
+
+@dataclass(frozen=True)
+class SampleRows:
+    """The first rows of a table, for a prompt. `str()` gives the usual block:
+
+        /*
+        3 example rows:
+        SELECT * FROM singer LIMIT 3;
+        singer_id	name	country
+        1	Joe Sharp	Netherlands
+        ...
+        */
+    """
+
+    table: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    limit: int = DEFAULT_SAMPLE_ROWS
+
+    def __iter__(self) -> Any:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __str__(self) -> str:
+        shown = ["\t".join(_cell(v) for v in row) for row in self.rows]
+        return "\n".join(["/*", f"{len(self.rows)} example rows:", f"SELECT * FROM {self.table} LIMIT {self.limit};",
+                          "\t".join(self.columns), *shown, "*/"])
+
+
+def _cell(value: Any) -> str:
+    return "NULL" if value is None else " ".join(str(value).split())
 
 
 @dataclass(frozen=True)
@@ -41,6 +84,9 @@ class PredictionRequest:
     schema_of: Callable[[], str | None] = dataclasses.field(repr=False, compare=False)
     # the case's (question, whole conversation), which `key` hashes with the schema (a turn keeps its case's)
     key_of: tuple[Any, ...] = dataclasses.field(repr=False, compare=False)
+    # reads the first rows of a table (`sample_rows`); None where there is no database
+    rows_of: Callable[[str, int], SampleRows] | None = dataclasses.field(default=None, repr=False, compare=False)
+    sample: int = 0  # which of the case's `--nl2sql-repeat` answers this request asks for (0: the first)
 
     @functools.cached_property
     def schema(self) -> str | None:
@@ -54,14 +100,37 @@ class PredictionRequest:
         question, conversation = self.key_of
         return prediction_key(question, self.schema, conversation)
 
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The database's table names, in declaration order (for `sample_rows` of each)."""
+        return tuple(self.engine.schema_columns()) if self.engine is not None else ()
+
+    def sample_rows(self, table: str, n: int = DEFAULT_SAMPLE_ROWS) -> SampleRows:
+        """The first `n` rows of `table` (as the database returns them, under the run's limits), with
+        its column names; `str()` of the result is the prompt block. A table the database does not
+        have is a ValueError naming the ones it has."""
+        if self.rows_of is None:
+            raise ValueError(f"case {self.id} has no database to read rows from")
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_SAMPLE_ROWS:
+            raise ValueError(f"sample_rows: n must be a whole number from 0 to {MAX_SAMPLE_ROWS}, not {n!r}")
+        return self.rows_of(table, n)
+
     @classmethod
-    def for_case(cls, case: Case, *, schema: Callable[[], str | None], engine: Any, dialect: str) -> "PredictionRequest":
+    def for_case(cls, case: Case, *, schema: Callable[[], str | None], engine: Any, dialect: str,
+                 rows: Callable[[str, int], SampleRows] | None = None) -> "PredictionRequest":
         conversation = list(case.conversation) if case.conversation is not None else None
         return cls(
             id=case.id, file=case.file, question=case.question, hint=case.hint, dialect=dialect,
             database=case.database, tags=case.tags, conversation=case.conversation,
             engine=engine, position=case.position, schema_of=schema, key_of=(case.question, conversation),
+            rows_of=rows,
         )
+
+    def as_sample(self, index: int) -> "PredictionRequest":
+        """The same request, asking for the case's answer number `index` (0-based)."""
+        from dataclasses import replace
+
+        return self if index == self.sample else replace(self, sample=index)
 
     def at_turn(self, conversation: tuple[Mapping[str, Any], ...]) -> "PredictionRequest":
         """The request for one targeted turn of a conversation (the question is that turn's)."""
@@ -92,6 +161,9 @@ class PredictionOutcome:
     key: str | None = None
     hook_silent: bool = False  # the hook answered nothing (recorded, so a replay does not ask again)
     dialect: str | None = None  # the hook's answers (live or replayed) are in the request's dialect; None: the case's
+    attempts: int = 0  # calls of the hook (retries included); 0 when the hook was not asked
+    usage: dict[str, int | float] | None = None  # tokens and cost, as the hook reported them
+    samples: tuple["PredictionOutcome", ...] = ()  # --nl2sql-repeat: the case's other answers, in order
 
     def report_fields(self) -> dict[str, Any]:
         """What a case result keeps of its prediction's provenance (`--nl2sql-record` reads it)."""
@@ -110,6 +182,24 @@ class PredictionOutcome:
 Hook = Callable[[PredictionRequest], Any]
 NO_PREDICTOR: Any = type("NoPredictor", (), {"__repr__": lambda self: "NO_PREDICTOR"})()  # a hook with no implementation
 
+DEFAULT_RETRIES = 2
+DEFAULT_RETRY_WAIT = 1.0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a hook that fails transiently (`answer.is_transient`: a timeout, a dropped connection,
+    HTTP 429 or 5xx) is asked again: up to `retries` more times, waiting `wait`, then twice that,
+    and so on (exponential backoff). `sleep` is injectable, so that tests never wait."""
+
+    retries: int = DEFAULT_RETRIES
+    wait: float = DEFAULT_RETRY_WAIT
+    sleep: Callable[[float], None] = dataclasses.field(default=time.sleep, repr=False, compare=False)
+
+    def delay(self, attempt: int) -> float:
+        """The wait after failed attempt number `attempt` (1-based)."""
+        return self.wait * 2 ** (attempt - 1)
+
 
 @dataclass(frozen=True)
 class Predictor:
@@ -122,9 +212,14 @@ class Predictor:
 
     hook: Hook | None = None
     store: PredictionStore | None = None
+    retry: RetryPolicy = RetryPolicy()
 
     def predict(self, case: Case, request: PredictionRequest, file_names: tuple[str, ...]) -> PredictionOutcome:
+        """The answer to `request` (its `sample`-th: a recording of several answers replays that one;
+        a predictions file or the case gives the same answer every time)."""
         stored = self.store.lookup(case.id, case.position, file_names) if self.store else None
+        if stored is not None and request.sample:
+            stored = stored.sample(request.sample)
         replay = stored is not None and stored.key is not None and stored.key == request.key
         if replay and not stored.no_answer:  # the hook's own answer to this very request, recorded
             return PredictionOutcome(stored.value, PredictionSource.FILE, error=stored.error, dialect=request.dialect)
@@ -149,24 +244,44 @@ class Predictor:
         return PredictionOutcome(None, PredictionSource.NONE)
 
     def ask(self, request: PredictionRequest) -> PredictionOutcome:
-        """Call the hook; its exception is the model's failure (a verdict), never a crash of the run."""
+        """Call the hook; its exception is the model's failure (a verdict), never a crash of the run.
+        A transient failure is asked again (`retry`); `latency` is the answering call's."""
         assert self.hook is not None
-        started = time.perf_counter()
-        try:
-            value = self.hook(request)
-            if inspect.isawaitable(value):  # an `async def` hook: awaited here (in a worker thread
-                import asyncio  # with --nl2sql-concurrency, so N run at once); imported only then (30 ms)
-
-                value = asyncio.run(_awaited(value))
-        except KeyboardInterrupt:  # the user stopping the run; a model's sys.exit() is the model's failure
-            raise
-        except BaseException as e:  # noqa: BLE001 - SystemExit, and pytest.fail() in a hook (an OutcomeException)
-            return PredictionOutcome(None, PredictionSource.HOOK, time.perf_counter() - started, error=_one_line(e),
-                                     traceback=_user_traceback(e), key=request.key)
+        attempts = 0
+        while True:
+            attempts += 1
+            started = time.perf_counter()
+            try:
+                value = self._call(request)
+                break
+            except KeyboardInterrupt:  # the user stopping the run; a model's sys.exit() is the model's failure
+                raise
+            except BaseException as e:  # noqa: BLE001 - SystemExit, and pytest.fail() in a hook (an OutcomeException)
+                if attempts <= self.retry.retries and is_transient(e):
+                    self.retry.sleep(self.retry.delay(attempts))
+                    continue
+                tried = f" (after {attempts} attempts)" if attempts > 1 else ""
+                return PredictionOutcome(None, PredictionSource.HOOK, time.perf_counter() - started, error=_one_line(e) + tried,
+                                         traceback=_user_traceback(e), key=request.key, attempts=attempts)
+        latency = time.perf_counter() - started
         if value is NO_PREDICTOR:  # no model to record: the request's key is not worth hashing
-            return PredictionOutcome(value, PredictionSource.HOOK, time.perf_counter() - started, dialect=request.dialect)
-        return PredictionOutcome(value, PredictionSource.HOOK, time.perf_counter() - started, key=request.key,
-                                 dialect=request.dialect)
+            return PredictionOutcome(value, PredictionSource.HOOK, latency, dialect=request.dialect)
+        try:
+            answer = unpack_answer(value)
+        except Exception as e:  # noqa: BLE001 - a usage object whose attributes raise: the hook's failure, not ours
+            reason = str(e) if isinstance(e, ValueError) else _one_line(e)
+            return PredictionOutcome(None, PredictionSource.HOOK, latency, error=f"malformed answer: {reason}", key=request.key,
+                                     attempts=attempts)
+        return PredictionOutcome(answer.value, PredictionSource.HOOK, latency, key=request.key, dialect=request.dialect,
+                                 attempts=attempts, usage=answer.usage)
+
+    def _call(self, request: PredictionRequest) -> Any:
+        value = self.hook(request)  # type: ignore[misc]
+        if inspect.isawaitable(value):  # an `async def` hook: awaited here (in a worker thread
+            import asyncio  # with --nl2sql-concurrency, so N run at once); imported only then (30 ms)
+
+            value = asyncio.run(_awaited(value))
+        return value
 
 
 async def _awaited(awaitable: Any) -> Any:

@@ -43,6 +43,10 @@ class CaseResult:
     neighbours: dict[str, int] | None = None  # {"checked", "failed"}: a prediction right on its own database, on the others
     gold_warnings: tuple[str, ...] = ()  # why the gold is nondeterministic (a LIMIT cutting a tie, ...)
     ran_on: str | None = None  # under --nl2sql-dsn: the database the case ran on (password masked)
+    raw_prediction: Any = None  # the answer as the model gave it, when it differs from `predicted` (Markdown)
+    attempts: int = 0  # calls of the predictor hook for this case (retries and repeats included)
+    usage: dict[str, int | float] | None = None  # tokens and cost the hook reported, summed over its answers
+    repeats: dict[str, Any] | None = None  # --nl2sql-repeat: {"k", "passed", "verdicts", "predicted"}
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -77,6 +81,10 @@ class CaseResult:
             "neighbours": self.neighbours,
             "gold_warnings": list(self.gold_warnings),
             **({"ran_on": self.ran_on} if self.ran_on else {}),
+            "raw_prediction": self.raw_prediction,
+            "attempts": self.attempts,
+            "usage": self.usage,
+            "repeats": self.repeats,
             "kind": self.kind.value,
             "position": self.position,
             "partial": self.partial,
@@ -116,6 +124,10 @@ class CaseResult:
             neighbours=data.get("neighbours"),
             gold_warnings=tuple(data.get("gold_warnings") or ()),
             ran_on=data.get("ran_on"),
+            raw_prediction=data.get("raw_prediction"),
+            attempts=data["attempts"] if isinstance(data.get("attempts"), int) else 0,
+            usage=data.get("usage"),
+            repeats=data.get("repeats"),
             extra=data.get("extra") or {},
         )
 

@@ -4,17 +4,26 @@ Execution accuracy counts SQL cases only: `passed / (total - errors)`, where `er
 `gold_error` cases (broken cases, counted and listed apart). Term-selection cases have their own
 macro precision / recall. Soft scores (`soft_scores`) are means over the SQL cases that could be
 judged, a prediction that did not run counting 0; `near_miss` counts the failures of each kind.
+
+A `predictor_error` (the model could not be asked: it raised, transient failures retried) is a
+failure in the accuracy, as the contract says, but it is counted apart (`predictor_errors`, per
+bucket too) and `answered_accuracy` leaves it out, so that an outage never reads as a model that
+answers worse. `usage` sums what the hook reported; `pass_at_k` and `consistency` read the
+answers of `--nl2sql-repeat` (metrics/repeats.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_nl2sql.gate.stats import percentile, wilson_interval
+from pytest_nl2sql.judge.answer import USAGE_KEYS
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.efficiency import summarize_efficiency
+from pytest_nl2sql.metrics.repeats import summarize_repeats
 from pytest_nl2sql.metrics.soft import mean_scores
 from pytest_nl2sql.metrics.termselection import aggregate_term_selection
 from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, Kind, Reason, Verdict
@@ -23,12 +32,14 @@ from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, Kind, Reason, Verdi
 def _bucket(results: list[CaseResult]) -> dict[str, Any]:
     judged = [r for r in results if not r.verdict.is_error]
     passed = sum(r.passed for r in judged)
+    unpredicted = sum(1 for r in judged if r.verdict is Verdict.PREDICTOR_ERROR)
     return {
         "total": len(results),
         "passed": passed,
         "errors": len(results) - len(judged),
         "accuracy": passed / len(judged) if judged else None,
         "accuracy_ci": _interval(passed, len(judged)),
+        **({"predictor_errors": unpredicted} if unpredicted else {}),  # failures that are no answer (thresholds say so)
     }
 
 
@@ -77,6 +88,8 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
     term = [r for r in results if r.kind is Kind.TERM_SELECTION]
     caught = [r for r in sql if caught_by_neighbours(r)]
     fragile = sum(1 for r in sql if is_fragile_pass(r))
+    unpredicted = sum(1 for r in sql if r.verdict is Verdict.PREDICTOR_ERROR)
+    pass_at, consistency = summarize_repeats(r.repeats for r in sql if r.repeats and not r.verdict.is_error)
     summary: dict[str, Any] = {
         "total": len(sql),
         "passed": passed,
@@ -84,6 +97,8 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "failed": judged - passed,
         "accuracy": passed / judged if judged else None,
         "accuracy_ci": _interval(passed, judged),
+        "predictor_errors": unpredicted,
+        "answered_accuracy": passed / (judged - unpredicted) if judged - unpredicted > 0 else None,
         "single_db_accuracy": (passed + len(caught)) / judged if judged else None,
         "single_db_passed": passed + len(caught),
         "fragile": fragile,
@@ -107,9 +122,28 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "soft_scores": mean_scores(r.soft_scores for r in sql if not r.verdict.is_error),
         "execution_time": summarize_efficiency((r.passed, r.execution_time) for r in sql if not r.verdict.is_error),
         "near_miss": _near_misses(sql),
+        "usage": summarize_usage(r.usage for r in results),
+        "pass_at_k": pass_at,
+        "consistency": consistency,
         "baseline": None,
     }
     return summary
+
+
+def summarize_usage(usages: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """`{"cases", "total": {key: sum}, "mean": {key: per-case mean}}` over the cases whose hook
+    reported usage (a key's mean is over the cases that reported that key); None when none did."""
+    reported = [u for u in usages if u]
+    if not reported:
+        return None
+    total: dict[str, Any] = {}
+    mean: dict[str, float] = {}
+    for key in USAGE_KEYS:
+        values = [u[key] for u in reported if isinstance(u.get(key), (int, float))]
+        if values:
+            total[key] = round(math.fsum(values), 10) if key == "cost" else int(sum(values))
+            mean[key] = round(math.fsum(values) / len(values), 10)
+    return {"cases": len(reported), "total": total, "mean": mean}
 
 
 def caught_by_neighbours(result: CaseResult) -> bool:

@@ -13,9 +13,14 @@ def pytest_nl2sql_predict(case: Any) -> Any:
 
     This is the model under test. `case` is a `pytest_nl2sql.judge.predict.PredictionRequest`:
     `id`, `file`, `question`, `hint` (BIRD's evidence, or None), `dialect` (the one to write),
-    `database` (as the case names it), `schema` (the database's DDL text), `engine` (the open,
-    read-only database), `tags` and, for term-selection cases, `conversation` (up to and including
-    the turn to answer). It carries no gold.
-    Return SQL text for SQL cases; for term-selection cases the selected terms, shaped like
-    `target.indicator_selection`. An exception is reported as verdict `predictor_error`.
+    `database` (as the case names it), `schema` (the database's DDL text: types with their
+    precision, keys, UNIQUE constraints), `tables`, `sample_rows(table, n=3)` (the first rows, for
+    a "schema plus three rows" prompt), `engine` (the open, read-only database), `tags`, `sample`
+    (which of the `--nl2sql-repeat` answers is asked, from 0) and, for term-selection cases,
+    `conversation` (up to and including the turn to answer). It carries no gold.
+    Return SQL text for SQL cases (Markdown is fine: the fenced query is judged), or
+    `{"sql": TEXT, "usage": {"prompt_tokens", "completion_tokens", "cost"}}`; for term-selection
+    cases the selected terms, shaped like `target.indicator_selection`. An exception is reported
+    as verdict `predictor_error`, after `--nl2sql-retries` more tries when it is transient (a
+    timeout, a dropped connection, HTTP 429 or 5xx).
     """

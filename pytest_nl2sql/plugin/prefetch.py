@@ -4,9 +4,9 @@ A real model answers in about a second; asked one case at a time, 1000 cases tak
 The prefetcher keeps up to 2N cases ahead of the running item submitted to a pool of N threads
 (an `async def` hook is awaited in each thread, so N coroutines run at once). Judging stays in
 pytest's thread and order, so verdicts and reports are those of N=1. Only the hook runs in the
-threads: each request's database and schema are opened in pytest's thread first (database
-connections are not shared across threads), which is also why a predictor should not query
-`case.engine` when N > 1.
+threads: each request's database, schema and sample rows (three of each table) are read in
+pytest's thread first (database connections are not shared across threads), which is also why a
+predictor should not query `case.engine`, nor ask `case.sample_rows` for other than 3 rows, when N > 1.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from pytest_nl2sql.engines.base import EngineError
 from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline
 from pytest_nl2sql.judge.predict import PredictionOutcome
 
@@ -39,11 +38,8 @@ class Prefetcher:
             case = getattr(item, "entry", None)
             if not isinstance(case, Case) or item.nodeid in self.futures:
                 continue
-            if not case.is_term_selection:
-                try:  # open the database and read its schema here, in pytest's thread
-                    self.pipeline.schema_ddl(self.pipeline.engine_for(case))
-                except EngineError:
-                    continue  # a broken case: prepare reports it and nothing is predicted
+            if not self.pipeline.read_ahead(case):  # its schema and sample rows, here in pytest's thread
+                continue  # a broken case: prepare reports it and nothing is predicted
             label: CaseLabel = item.label
             self.futures[item.nodeid] = self.pool.submit(self.pipeline.predict, case, label)
 

@@ -18,12 +18,13 @@ from pytest_nl2sql.engines.base import Limits
 from pytest_nl2sql.gate.baseline import load_baseline
 from pytest_nl2sql.gate.thresholds import Threshold, parse_fail_unders
 from pytest_nl2sql.judge.pipeline import DEFAULT_NEIGHBOURS, Pipeline, RunOptions
-from pytest_nl2sql.judge.predict import NO_PREDICTOR
+from pytest_nl2sql.judge.predict import DEFAULT_RETRIES, DEFAULT_RETRY_WAIT, NO_PREDICTOR, RetryPolicy
 from pytest_nl2sql.metrics.soft import parse_synonym_lines
 from pytest_nl2sql.reports import default_path
 from pytest_nl2sql.vocab import REPORT_FORMATS, FragilePolicy
 
 DEFAULT_FILES = "*.nl2sql.yaml *.nl2sql.yml *.nl2sql.jsonl"
+MAX_REPEAT = 100  # answers per case: pass@k is reported for every k up to K
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ OPTIONS = (
     Option("--nl2sql-timeout", "per-query time limit in seconds (default 30)", default="30", metavar="SECONDS"),
     Option("--nl2sql-max-rows", "row cap per result (default 100000)", default="100000", metavar="N"),
     Option("--nl2sql-compat", "`spider`: reproduce the official Spider execution verdicts, bugs included", metavar="spider"),
-    Option("--nl2sql-report", "write a report; FORMAT is xlsx, json, csv or md (repeatable)", kind="append", metavar="FORMAT[:PATH]"),
+    Option("--nl2sql-report", "write a report; FORMAT is xlsx, json, csv, md or html (repeatable)", kind="append", metavar="FORMAT[:PATH]"),
     Option("--nl2sql-baseline", "compare with a baseline of per-case verdicts", metavar="PATH"),
     Option("--nl2sql-update-baseline", "write the current verdicts to --nl2sql-baseline, and pass", kind="bool", default=False),
     Option("--nl2sql-fail-under", "fail when accuracy is below RATE (repeatable): 0.8, 80%%, hard=0.6, tag:joins=0.9", kind="append", metavar="[BUCKET=]RATE"),
@@ -63,6 +64,9 @@ OPTIONS = (
     Option("--nl2sql-neighbours", f"neighbour databases generated per SQLite/DuckDB case; a prediction must match on each (default {DEFAULT_NEIGHBOURS}; 0: off)", default=str(DEFAULT_NEIGHBOURS), metavar="N"),
     Option("--nl2sql-fragile", "a prediction that differs from the gold only on stress neighbours (data the case's database never shows): `pass` (marked fragile; default) or `fail`", default="pass", metavar="pass|fail"),
     Option("--nl2sql-confine", "databases and result files named by case files must lie under the rootdir", kind="bool", default=False),
+    Option("--nl2sql-retries", f"ask the predictor hook again up to N times after a transient error (a timeout, a dropped connection, HTTP 429 or 5xx; default {DEFAULT_RETRIES})", default=str(DEFAULT_RETRIES), metavar="N"),
+    Option("--nl2sql-retry-wait", f"seconds before the first retry, doubled before each next one (default {DEFAULT_RETRY_WAIT:g})", default=f"{DEFAULT_RETRY_WAIT:g}", metavar="SECONDS"),
+    Option("--nl2sql-repeat", f"ask the predictor K times per case: the first answer decides the verdict, all K give pass@k and consistency (default 1, at most {MAX_REPEAT})", default="1", metavar="K"),
 )
 
 
@@ -95,6 +99,9 @@ class Settings:
     history: Path | None = None
     neighbours: int = DEFAULT_NEIGHBOURS
     fragile: FragilePolicy = FragilePolicy.PASS
+    retries: int = DEFAULT_RETRIES
+    retry_wait: float = DEFAULT_RETRY_WAIT
+    repeat: int = 1
 
     @property
     def spider_compat(self) -> bool:
@@ -104,7 +111,7 @@ class Settings:
         """The options that shape verdicts, for the report's `run` (no paths, no secrets)."""
         return {"timeout": self.limits.timeout, "max_rows": self.limits.max_rows, "compat": self.compat,
                 "concurrency": self.concurrency, "neighbours": self.neighbours, "fragile": self.fragile.value, "baseline": self.baseline is not None,
-                "predictions": self.predictions.name if self.predictions else None}
+                "predictions": self.predictions.name if self.predictions else None, "retries": self.retries, "repeat": self.repeat}
 
 
 def option_value(config: Any, option: Option) -> Any:
@@ -152,6 +159,7 @@ def read_settings(config: Any) -> Settings:
         raise SettingsError("--nl2sql-timeout, --nl2sql-max-rows and --nl2sql-concurrency must be positive")
     if not 0 <= neighbours <= MAX_NEIGHBOURS:
         raise SettingsError(f"--nl2sql-neighbours must be from 0 (off) to {MAX_NEIGHBOURS}, not {neighbours}")
+    retries, retry_wait, repeat = _model_loop_options(values)
     try:
         fragile = FragilePolicy(str(values["nl2sql_fragile"]).strip().lower())
     except ValueError:
@@ -188,7 +196,27 @@ def read_settings(config: Any) -> Settings:
         history=path("nl2sql_history"),
         neighbours=neighbours,
         fragile=fragile,
+        retries=retries,
+        retry_wait=retry_wait,
+        repeat=repeat,
     )
+
+
+def _model_loop_options(values: dict[str, Any]) -> tuple[int, float, int]:
+    """--nl2sql-retries, --nl2sql-retry-wait and --nl2sql-repeat, checked."""
+    try:
+        retries = int(values["nl2sql_retries"])
+        wait = float(values["nl2sql_retry_wait"])
+        repeat = int(values["nl2sql_repeat"])
+    except ValueError as e:
+        raise SettingsError(f"--nl2sql-retries / --nl2sql-retry-wait / --nl2sql-repeat: {e}") from e
+    if retries < 0:
+        raise SettingsError(f"--nl2sql-retries must be 0 (never ask again) or more, not {retries}")
+    if not wait >= 0 or wait == float("inf"):
+        raise SettingsError(f"--nl2sql-retry-wait must be a number of seconds >= 0, not {values['nl2sql_retry_wait']}")
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise SettingsError(f"--nl2sql-repeat must be from 1 to {MAX_REPEAT}, not {repeat}")
+    return retries, wait, repeat
 
 
 def check_dsn(dsn: str) -> str:
@@ -224,6 +252,7 @@ def make_pipeline(settings: Settings, config: Any) -> Pipeline:
         fingerprints=settings.baseline is not None, verbosity=config.get_verbosity(), synonyms=settings.synonyms,
         neighbours=settings.neighbours, cache_dir=neighbour_cache_dir(config), fragile=settings.fragile,
         confine=Path(os.path.realpath(config.rootpath)) if settings.confine else None,
+        retry=RetryPolicy(settings.retries, settings.retry_wait), repeat=settings.repeat,
     )
     caller = config.hook.pytest_nl2sql_predict
 

@@ -63,6 +63,7 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
             lines.append(f"  every case ran on {summary['engine']} (the databases below are the cases' own labels)")
         lines.append(f"SQL cases: {summary['total']} ({summary['passed']} passed, {summary['failed']} failed, "
                      f"{summary['errors']} error{'s' if summary['errors'] != 1 else ''})")
+        lines += predictor_error_lines(summary, judged)
     if summary.get("exact_match") is not None:
         lines.append(f"exact set match {summary['exact_match_passed']}/{summary['exact_match_total']} = "
                      f"{100 * summary['exact_match']:.1f}%")
@@ -104,9 +105,50 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     if latency:
         lines.append(f"prediction latency: total {latency['total']:.2f}s, p50 {latency['p50']:.3f}s, p95 {latency['p95']:.3f}s "
                      f"over {latency['count']} case(s)")
+    lines += model_lines(summary)
     partial = summary.get("partial")
     if partial and verbosity > 0:
         lines += partial_table(partial)
+    return lines
+
+
+def predictor_error_lines(summary: dict[str, Any], judged: int) -> list[str]:
+    """Failures that are no answer at all, kept apart from wrong answers: an outage is not a model
+    that got worse."""
+    unpredicted = summary.get("predictor_errors") or 0
+    if not unpredicted:
+        return []
+    answered = judged - unpredicted
+    figure = f"; accuracy over the {answered} answered: {percent(summary['passed'], answered)}" if answered else ""
+    return [f"  {unpredicted} of the {summary['failed']} failed could not be predicted (predictor_error: the predictor "
+            f"raised, transient errors retried), not wrong answers{figure}"]
+
+
+def model_lines(summary: dict[str, Any]) -> list[str]:
+    """What the model cost (the usage its hook reported) and how steady its answers are
+    (`--nl2sql-repeat`)."""
+    lines = []
+    usage = summary.get("usage")
+    if usage:
+        total, mean = usage.get("total") or {}, usage.get("mean") or {}
+        parts, means = [], []
+        for key, words in (("prompt_tokens", "prompt"), ("completion_tokens", "completion")):
+            if key in total:
+                parts.append(f"{total[key]:,} {words}")
+                means.append(f"{mean[key]:,.1f} {words}")
+        text = " + ".join(parts) + " tokens" if parts else ""
+        each = " + ".join(means) + " tokens" if means else ""
+        if "cost" in total:
+            text += (", " if text else "") + f"cost {total['cost']:.4f}"
+            each += (", " if each else "") + f"cost {mean['cost']:.4f}"
+        lines.append(f"model usage over {usage['cases']} case(s): {text} (per case {each})")
+    pass_at = summary.get("pass_at_k")
+    if pass_at:
+        k = max(int(key) for key in pass_at)
+        figures = ", ".join(f"pass@{key} {100 * value:.1f}%" for key, value in pass_at.items())
+        consistency = summary.get("consistency")
+        steady = f"; consistency {100 * consistency:.1f}% (all {k} answers got the same verdict)" if consistency is not None else ""
+        lines.append(f"repeated answers ({k} per case, judged SQL cases): {figures}{steady}")
     return lines
 
 

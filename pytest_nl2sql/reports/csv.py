@@ -30,8 +30,10 @@ COLUMNS = (
     "baseline", "latency", "missing_rows", "extra_rows", "near_miss", "predicted_result",
     "column_precision", "column_recall", "column_f1", "row_precision", "row_recall", "row_f1",
     "run_label", "run_started", "run_commit",
+    "raw_prediction", "attempts", "prompt_tokens", "completion_tokens", "cost", "repeats_k", "repeats_passed",
 )
-SOFT_SCORE_COLUMNS = COLUMNS[-9:-3]  # the item's `soft_scores`, one column each
+SOFT_SCORE_COLUMNS = ("column_precision", "column_recall", "column_f1", "row_precision", "row_recall", "row_f1")  # the item's `soft_scores`
+USAGE_COLUMNS = ("prompt_tokens", "completion_tokens", "cost")  # the item's `usage`, one column each
 RUN_COLUMNS = {"run_label": "label", "run_started": "started", "run_commit": "git_commit"}  # the run's, on every row: runs concatenate
 CORRECT_HEADER = "instance_id"
 
@@ -89,6 +91,9 @@ def _row(item: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> list[
         "extra_rows": count("extra"),
         **(item.get("soft_scores") or {}),
         **{column: (run or {}).get(key) for column, key in RUN_COLUMNS.items()},
+        **{key: (item.get("usage") or {}).get(key) for key in USAGE_COLUMNS},
+        "repeats_k": (item.get("repeats") or {}).get("k"),
+        "repeats_passed": (item.get("repeats") or {}).get("passed"),
     }
     return [_cell(values[key]) for key in COLUMNS]
 

@@ -101,6 +101,12 @@ def _headline(summary: Mapping[str, Any]) -> str:
         notes.append(f"every case ran on `{summary['engine']}`")
     if summary.get("gold_warnings"):
         notes.append(f"{summary['gold_warnings']} case(s) with a nondeterministic gold (see `gold_warnings`)")
+    unpredicted = summary.get("predictor_errors") or 0
+    if unpredicted:
+        answered = judged - unpredicted
+        notes.append(f"**{_plural(unpredicted, 'case')} could not be predicted** (`predictor_error`: the predictor raised, "
+                     f"transient errors retried): counted as failures, but not wrong answers"
+                     + (f"; over the {answered} answered: {_ratio(passed, answered)}" if answered > 0 else ""))
     return "\n\n".join([line, *notes])
 
 
@@ -149,7 +155,27 @@ def _other_metrics(summary: Mapping[str, Any], items: Sequence[Mapping[str, Any]
             f"- predictor latency over {latency['count']} cases: "
             f"p50 {latency['p50']:.3g} s, p95 {latency['p95']:.3g} s"
         )
+    lines += _model_metrics(summary)
     return "\n".join(lines)
+
+
+def _model_metrics(summary: Mapping[str, Any]) -> list[str]:
+    """What the model reported it used, and how its repeated answers fared (`--nl2sql-repeat`)."""
+    lines = []
+    usage = summary.get("usage")
+    if isinstance(usage, Mapping) and usage.get("total"):
+        total, mean = usage["total"], usage.get("mean") or {}
+        parts = [f"{name.replace('_', ' ')} {total[name]:,} ({mean.get(name, 0):,.1f} per case)"
+                 for name in ("prompt_tokens", "completion_tokens") if name in total]
+        if "cost" in total:
+            parts.append(f"cost {total['cost']:.4f} ({mean.get('cost', 0):.4f} per case)")
+        lines.append(f"- model usage over {usage.get('cases')} cases: " + ", ".join(parts))
+    pass_at = summary.get("pass_at_k")
+    if isinstance(pass_at, Mapping) and pass_at:
+        figures = ", ".join(f"pass@{k} {_percent(v)}" for k, v in pass_at.items())
+        consistency = summary.get("consistency")
+        lines.append(f"- repeated answers: {figures}" + (f"; consistency {_percent(consistency)}" if consistency is not None else ""))
+    return lines
 
 
 def _latency_of(items: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -201,6 +227,8 @@ def _baseline(comparison: Mapping[str, Any] | None) -> str:
         lines.append("")
     regressions = comparison.get("regressions") or []
     fixed = comparison.get("fixed") or []
+    lines += _case_list("Could not be predicted (`predictor_error`: not wrong answers, not counted as regressions)",
+                        comparison.get("unpredicted") or [])
     lines += _case_list("Regressions", regressions)
     lines += _case_list("Fixed", fixed)
     known = comparison.get("known_failures")
