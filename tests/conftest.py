@@ -8,6 +8,15 @@ from pathlib import Path
 import pytest
 
 from helpers import SHOP_SQL
+
+# Loaded once for the session: pytester's in-process runs restore sys.modules, and a second import
+# of duckdb aborts the interpreter (server cases now make DuckDB neighbours), while a second import
+# of psycopg leaves its C part raising the first import's exception classes (not caught as errors).
+for _module in ("duckdb", "psycopg"):
+    try:
+        __import__(_module)
+    except ImportError:
+        pass
 from servers import Scratch, mariadb_database, postgres_schema
 
 SPIDER = Path(__file__).resolve().parents[2] / "shared" / "data" / "spider"

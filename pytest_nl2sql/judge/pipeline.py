@@ -141,6 +141,7 @@ class Pipeline:
     _folders: dict[str, DatabaseFolder | None] = field(default_factory=dict)
     _neighbour_cache: Any = None  # pytest_nl2sql.neighbours.NeighbourCache, made on first use
     _duckdb_worker: Any = None  # one DuckDB worker for the short-lived engines of DuckDB neighbours
+    _server_copies: Any = None  # pytest_nl2sql.neighbours.servers.ServerCopies, made on first use
     _rows: dict[tuple[int, str, int], SampleRows] = field(default_factory=dict)  # `sample_rows`, per engine
 
     @property
@@ -317,18 +318,55 @@ class Pipeline:
         if folder is not None:
             return folder, 0
         generated = getattr(engine, "path", None) is not None and engine.dialect in (EngineKind.SQLITE.value, EngineKind.DUCKDB.value)
+        generated = generated or _server_spec(engine) is not None  # from a local DuckDB copy of the server's database
         return None, wanted if generated and not self.spider_mode(case) else 0
 
     def _other_databases(self, case: Case, engine: Engine, folder: DatabaseFolder | None, count: int) -> tuple[OtherDatabase, ...]:
         """The databases of `_beyond_plan`: a folder's other files, else generated neighbours."""
         if folder is not None:
             return tuple(OtherDatabase(p, on_neighbours.kind_of_file(p), p.name) for p in folder.others)
-        neighbours = self.neighbour_cache().neighbours_for(
-            Path(engine.path), case.gold, count, dialect=case.written_in, kind=engine.dialect)  # type: ignore[attr-defined]
+        source, kind = self._neighbour_source(engine)
+        if source is None:
+            return ()
+        neighbours = self.neighbour_cache().neighbours_for(source, case.gold, count, dialect=case.written_in, kind=kind)
         return tuple(
-            OtherDatabase(n.path, EngineKind(engine.dialect), f"neighbour {n.index + 1} of {len(neighbours)} ({n.note})", n)
+            OtherDatabase(n.path, EngineKind(kind), f"neighbour {n.index + 1} of {len(neighbours)} ({n.note})", n)
             for n in neighbours
         )
+
+    def _neighbour_source(self, engine: Engine) -> tuple[Path | None, str]:
+        """(the file neighbours are generated from, its kind): the case's own file, or for a
+        PostgreSQL/MySQL server its local DuckDB copy (None: not copied, said once; see
+        `neighbours/servers.py`)."""
+        spec = _server_spec(engine)
+        if spec is None:
+            return Path(engine.path), engine.dialect  # type: ignore[attr-defined]
+        if self._server_copies is None:
+            from pytest_nl2sql.neighbours.servers import ServerCopies
+
+            self._server_copies = ServerCopies((self.options.cache_dir or default_cache_dir()) / "server-copies")
+        copy = self._server_copies.copy_of(spec)
+        if copy.path is not None and copy.digest is not None:
+            self.neighbour_cache().know_content(copy.path, copy.digest)
+        return copy.path, EngineKind.DUCKDB.value
+
+    def _faithful_copy(self, case: Case, predicted: str, predicted_in: str, engine: Engine, gold: GoldOutcome) -> bool:
+        """A server case: its gold and prediction mean on the DuckDB copy what they mean on the
+        server (else no neighbours for it, said once). Any other case: True."""
+        if _server_spec(engine) is None or self._server_copies is None:
+            return True
+        from pytest_nl2sql.neighbours.servers import check_faithful, faithful
+
+        path = self._server_copies.copy_of(_server_spec(engine)).path
+        copy = self._open_other(OtherDatabase(path, EngineKind.DUCKDB, "copy")) if path is not None else None
+        if copy is None:
+            return False
+        try:
+            why = faithful(copy, gold, case.gold, case.written_in, predicted, predicted_in, limits=self.options.limits,
+                           order=case.order, compare=case.compare, spider_compat=self.spider_mode(case))
+        finally:
+            copy.close()
+        return check_faithful(case.id, why)
 
     def _check_beyond(self, case: Case, predicted: str, predicted_in: str, engine: Engine, gold: GoldOutcome,
                       *, shrink_failure: bool = True) -> NeighbourCheck | None:
@@ -341,7 +379,7 @@ class Pipeline:
         if predicted_in == case.written_in and on_neighbours.same_query(predicted, case.gold, case.written_in):
             return NeighbourCheck(0, 0)
         databases = self._other_databases(case, engine, folder, count)
-        if not databases:
+        if not databases or not self._faithful_copy(case, predicted, predicted_in, engine, gold):
             return None
         rules = JudgingRules(case.gold, case.written_in, case.order, case.compare or {}, self.spider_mode(case), predicted_in)
         shrink = None
@@ -729,6 +767,14 @@ class Pipeline:
         if self._duckdb_worker is not None:
             self._duckdb_worker.shutdown()
             self._duckdb_worker = None
+
+
+def _server_spec(engine: Engine) -> Any:
+    """The `DatabaseSpec` of a native PostgreSQL or MySQL/MariaDB engine, whose neighbours come
+    from a local DuckDB copy (None for files and SQLAlchemy URLs, which have none)."""
+    spec = getattr(engine, "spec", None)
+    kind = getattr(spec, "kind", None)
+    return spec if kind in (EngineKind.POSTGRES, EngineKind.MYSQL) and getattr(spec, "url", None) else None
 
 
 def default_cache_dir() -> Path:

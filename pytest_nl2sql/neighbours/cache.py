@@ -70,6 +70,12 @@ class NeighbourCache:
             known = self._source_hashes[key] = file_digest(Path(source))
         return known
 
+    def know_content(self, source: Path, digest: str) -> None:
+        """Key `source` by `digest` (its content) instead of its bytes: a file written anew from
+        the same data (a DuckDB copy of a server database) then gives the same neighbours."""
+        info = os.stat(source)
+        self._source_hashes[(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)] = digest
+
     def key(self, source: Path, golds: Sequence[str], count: int, dialect: str, kind: str) -> str:
         material = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds), count])
         return hashlib.sha256(material.encode()).hexdigest()
