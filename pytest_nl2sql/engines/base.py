@@ -476,6 +476,14 @@ def columns_by_table(schema_rows: Sequence[Sequence[Any]]) -> dict[str, list[str
     return columns
 
 
+def types_by_table(schema_rows: Sequence[Sequence[Any]]) -> dict[str, dict[str, str]]:
+    """{table: {column: type as the catalogue names it}} from (table, column, type, ...) rows."""
+    types: dict[str, dict[str, str]] = {}
+    for table, column, kind, *_ in schema_rows:
+        types.setdefault(table, {})[column] = str(kind)
+    return types
+
+
 def ddl_from_columns(schema_rows: Sequence[Sequence[Any]], quote: Any) -> str:
     """CREATE TABLE text from (table, column, type) rows, for a model's prompt."""
     tables: dict[str, list[str]] = {}

@@ -39,6 +39,7 @@ from pytest_nl2sql.engines.base import (
     Limits,
     QueryResult,
     columns_by_table,
+    types_by_table,
 )
 from pytest_nl2sql.engines.worker import Worker
 
@@ -127,10 +128,7 @@ class DuckdbEngine:
                 "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE NOT internal"
                 " AND schema_name = current_schema() ORDER BY table_oid, column_index"
             )
-            types = {}
-            for table, column, kind in rows:
-                types.setdefault(table, {})[column] = str(kind)
-            self._types = types
+            types = self._types = types_by_table(rows)
         return {table: dict(columns) for table, columns in types.items()}
 
     def close(self) -> None:

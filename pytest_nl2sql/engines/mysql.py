@@ -71,6 +71,7 @@ from pytest_nl2sql.engines.base import (
     import_driver,
     plain_row,
     timed_out,
+    types_by_table,
     value_size,
 )
 from pytest_nl2sql.engines.url import DatabaseSpec
@@ -337,10 +338,7 @@ class MysqlEngine:
         read once per engine: translating SQLite's comparison affinity needs to know which
         columns hold text."""
         if self._types is None:
-            types: dict[str, dict[str, str]] = {}
-            for table, column, kind, *_ in self._catalogue(_COLUMNS_QUERY):
-                types.setdefault(table, {})[column] = str(kind)
-            self._types = types
+            self._types = types_by_table(self._catalogue(_COLUMNS_QUERY))
         return {table: dict(columns) for table, columns in self._types.items()}
 
     def schema_ddl(self) -> str:
