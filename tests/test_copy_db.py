@@ -294,9 +294,9 @@ SUITE = [
 def test_a_suite_copied_to_postgres_gives_the_same_verdicts(pytester: pytest.Pytester, postgres_db: str) -> None:
     shop = make_shop(pytester.path)
     write_suite(pytester.path, SUITE, database="shop.sqlite")
-    pytester.runpytest("--nl2sql-report=json:local.json")
+    pytester.runpytest("--nl2sql-neighbours=0", "--nl2sql-report=json:local.json")  # the copy is compared, not neighbours
     assert main(["copy-db", str(shop), postgres_db, "--create", "-q"]) == 0
-    result = pytester.runpytest(f"--nl2sql-dsn={postgres_db}", "--nl2sql-report=json:server.json")
+    result = pytester.runpytest(f"--nl2sql-dsn={postgres_db}", "--nl2sql-neighbours=0", "--nl2sql-report=json:server.json")
     local, server = ({i["id"]: i["verdict"] for i in read_report(pytester.path / name)["items"]} for name in ("local.json", "server.json"))
     assert server == local == {"count": "pass", "office": "mismatch", "ordered": "mismatch", "join": "pass", "broken": "pred_error"}
     result.assert_outcomes(passed=2, failed=3)
