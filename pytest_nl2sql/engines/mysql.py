@@ -60,7 +60,6 @@ from pytest_nl2sql.engines.base import (
     Limits,
     QueryError,
     QueryResult,
-    QueryTimeout,
     SizeBudget,
     Watchdog,
     check_single_select,
@@ -295,7 +294,7 @@ class MysqlEngine:
                 f"lost the connection to MySQL at {self.spec.describe()} during the query:"
                 f" {_message(error)}"
             )
-        timeout = _timeout(limits)
+        timeout = timed_out(limits.timeout)
         if code == _STATEMENT_TIME:
             return timeout
         if code in _INTERRUPTED:
@@ -465,7 +464,7 @@ class _Batches:
 
     def more(self, left: float) -> tuple[list[tuple[Any, ...]], bool]:
         if left <= 0:
-            raise _timeout(self._limits)
+            raise timed_out(self._limits.timeout)
         return self._timed(left, self._batch)
 
     def _timed(self, seconds: float, run: Any) -> Any:
@@ -499,9 +498,6 @@ class _Batches:
             self._left -= 1
         return rows, False
 
-
-def _timeout(limits: Limits) -> QueryTimeout:
-    return timed_out(limits.timeout)
 
 
 def _message(error: Any) -> str:

@@ -67,7 +67,6 @@ from pytest_nl2sql.engines.base import (
     Limits,
     QueryError,
     QueryResult,
-    QueryTimeout,
     SizeBudget,
     TooManyRows,
     Watchdog,
@@ -287,7 +286,7 @@ class PostgresEngine:
                 f"lost the connection to PostgreSQL at {self.spec.describe()} during the"
                 f" query: {_message(error)}"
             )
-        timeout = _timeout(limits)
+        timeout = timed_out(limits.timeout)
         if isinstance(error, (errors.QueryCanceled, errors.LockNotAvailable)):
             if watchdog.expired():
                 return timeout
@@ -501,7 +500,7 @@ class _Batches:
 
     def more(self, left: float) -> tuple[list[tuple[Any, ...]], bool]:
         if left <= 0:
-            raise _timeout(self._limits)
+            raise timed_out(self._limits.timeout)
         return self._timed(left, self._fetch)
 
     def _timed(self, seconds: float, run: Any) -> Any:
@@ -545,9 +544,6 @@ def _row_size(row: tuple[Any, ...]) -> int:
     """The size `SizeBudget` counts for a row (here, to size batches)."""
     return SizeBudget.ROW_OVERHEAD + sum(map(value_size, row))
 
-
-def _timeout(limits: Limits) -> QueryTimeout:
-    return timed_out(limits.timeout)
 
 
 def _canceller(conn: Any) -> Any:

@@ -353,11 +353,12 @@ class Pipeline:
     def _faithful_copy(self, case: Case, predicted: str, predicted_in: str, engine: Engine, gold: GoldOutcome) -> bool:
         """A server case: its gold and prediction mean on the DuckDB copy what they mean on the
         server (else no neighbours for it, said once). Any other case: True."""
-        if _server_spec(engine) is None or self._server_copies is None:
+        spec = _server_spec(engine)
+        if spec is None or self._server_copies is None:
             return True
         from pytest_nl2sql.neighbours.servers import check_faithful, faithful
 
-        path = self._server_copies.copy_of(_server_spec(engine)).path
+        path = self._server_copies.copy_of(spec).path
         copy = self._open_other(OtherDatabase(path, EngineKind.DUCKDB, "copy")) if path is not None else None
         if copy is None:
             return False

@@ -95,10 +95,7 @@ def _steady(timings: list[float]) -> bool:
     of `FLOOR_S` (a single timing, of queries too slow to time twice, is taken as it is). On a busy
     machine a wake-up waits for the scheduler's next tick (4 ms): a 1 ms query timed five times may
     read 1 ms once and 4 ms four times, and then neither figure is its time."""
-    if len(timings) < 2:
-        return True
-    fastest, second = sorted(timings)[:2]
-    return second - fastest <= max(STEADY * fastest, FLOOR_S / 2)
+    return _spread(timings) <= max(STEADY * min(timings), FLOOR_S / 2)
 
 
 def measure(gold_s: float, predicted_s: float, time_gold: Callable[[], float], time_predicted: Callable[[], float],
@@ -132,7 +129,8 @@ def measure(gold_s: float, predicted_s: float, time_gold: Callable[[], float], t
 
 
 def _spread(timings: list[float]) -> float:
-    """How far a side's fastest timing is from its second-fastest: what its noise can explain."""
+    """How far a side's fastest timing is from its second-fastest (0 for a single timing): what
+    its noise can explain."""
     ordered = sorted(timings)[:2]
     return ordered[-1] - ordered[0]
 
