@@ -86,6 +86,35 @@ def test_a_literal_that_names_one_row_is_kept_to_one(tmp_path: Path) -> None:
         assert kyles <= 1 if neighbour.plausible else True
     assert any(n.breaks is not None and n.breaks.kind is InvariantKind.ONCE for n in found)
 
+def test_a_category_value_found_once_names_no_row(tmp_path: Path) -> None:
+    """college_1: one 'A' among six enrolments is chance, not a name (the column is a category,
+    and `enroll_grade` holds the table's word): neighbours may give other classes an 'A', so a
+    prediction that drops `class_code = 10018` fails on one."""
+    path = tmp_path / "college.sqlite"
+    make_db(path, """
+            CREATE TABLE student(stu_num INTEGER PRIMARY KEY, stu_lname TEXT);
+            CREATE TABLE enroll(class_code TEXT, stu_num INTEGER REFERENCES student(stu_num), enroll_grade TEXT);
+            INSERT INTO student VALUES (321452, 'Bowser'), (324257, 'Smithson');
+            INSERT INTO enroll VALUES ('10014', 321452, 'C'), ('10014', 324257, 'B'), ('10018', 321452, 'A'),
+                ('10018', 324257, 'B'), ('10021', 321452, 'C'), ('10021', 324257, 'C');
+        """)
+    gold = ("SELECT T1.stu_lname FROM student AS T1 JOIN enroll AS T2 ON T1.stu_num = T2.stu_num"
+            " WHERE T2.enroll_grade = 'A' AND T2.class_code = 10018")
+    found = neighbours_for(path, [gold], 3, cache_dir=tmp_path / "cache")
+    assert not [i for i in found[0].invariants if i.kind is InvariantKind.ONCE]
+    assert ("category", "enroll", "enroll_grade") in {(i.kind.value, i.table, i.column) for i in found[0].invariants}
+    dropped = gold.replace(" AND T2.class_code = 10018", "")
+
+    def differ(database: Path) -> bool:
+        connection = sqlite3.connect(database)
+        try:
+            return sorted(connection.execute(gold).fetchall()) != sorted(connection.execute(dropped).fetchall())
+        finally:
+            connection.close()
+    assert not differ(path)  # the case's own database cannot tell them apart
+    assert any(differ(n.path) for n in found if n.plausible)
+
+
 
 @pytest.mark.parametrize("gold", [
     "SELECT c.name, count(*) FROM country AS c JOIN city AS t ON t.country = c.code GROUP BY c.name",

@@ -162,9 +162,10 @@ def observe(source: Any, schema: Schema, facts: GoldFacts, structural: Sequence[
     found = list(structural)
     unique = {(i.table, i.column) for i in found if i.kind is InvariantKind.UNIQUE}
     unique |= {(t.name, key[0]) for t in schema.tables for key in t.uniques if len(key) == 1}
+    categories = {(i.table, i.column) for i in found if i.kind is InvariantKind.CATEGORY}
     for hint in facts.hints:
-        if hint.op not in ("=", "in") or hint.column in unique:
-            continue
+        if hint.op not in ("=", "in") or hint.column in unique | categories:
+            continue  # a category's value names no one: one grade 'A' among six enrolments is chance
         table = schema.table(hint.column[0])
         if table is None or not _name_like(table.name, hint.column[1]):
             continue  # 'Kyle' names a person; 'LA', found once among four colleges, names no one
