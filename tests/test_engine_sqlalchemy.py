@@ -18,7 +18,7 @@ import pytest
 sqlalchemy = pytest.importorskip("sqlalchemy", reason="SQLAlchemy is not installed")
 
 import pytest_nl2sql.engines.sqlalchemy as sqlalchemy_engine  # noqa: E402
-from helpers import make_db  # noqa: E402
+from helpers import make_db, read_report, write_suite  # noqa: E402
 from pytest_nl2sql.engines import (  # noqa: E402
     DatabaseMissing,
     EngineKind,
@@ -272,3 +272,35 @@ def test_mariadb_through_a_mysql_dialect_is_contained_as_natively(monkeypatch: p
             assert free()
         finally:
             engine.close()
+
+
+# -- neighbours ---------------------------------------------------------------------------------
+
+
+def test_the_summary_says_neighbours_were_off_for_a_sqlalchemy_engine_and_why(pytester: pytest.Pytester) -> None:
+    """No neighbour databases for a SQLAlchemy URL (no local copy is known to mean what the
+    warehouse means): each right prediction records why, the run warns once per engine, and the
+    summary counts them, so a reader does not take the accuracy for one checked on neighbours."""
+    database = make_db(pytester.path / "shop.db", SCHEMA)
+    pytester.makeconftest("""
+        import sqlalchemy
+        sqlalchemy.dialects.registry.register("nl2sqltest", "sqlalchemy.dialects.sqlite.pysqlite", "SQLiteDialect_pysqlite")
+    """)
+    gold = "SELECT name FROM stadium WHERE capacity > 5000"
+    write_suite(pytester.path, [
+        {"id": "right", "gold": gold, "predicted": "SELECT name FROM stadium WHERE 5000 < capacity"},
+        {"id": "also-right", "gold": gold, "predicted": "SELECT name FROM stadium WHERE capacity >= 5001"},
+        {"id": "wrong", "gold": gold, "predicted": "SELECT name FROM stadium"},
+    ], database=f"nl2sqltest:///{database}")
+    result = pytester.runpytest("--nl2sql-report=json:r.json", "-W", "always")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*NoNeighbours: no neighbour databases for sqlite through SQLAlchemy*",
+        "*neighbour databases off for 2 right predictions: sqlite through SQLAlchemy: its database is not copied*",
+    ])
+    assert result.stdout.str().count("NoNeighbours: no neighbour databases") == 1
+    report = read_report(pytester.path / "r.json")
+    assert list(report["summary"]["neighbours_off"].values()) == [2]
+    items = {i["id"]: i for i in report["items"]}
+    assert items["right"]["neighbours"] is None and "not copied" in items["right"]["extra"]["neighbours_off"]
+    assert "neighbours_off" not in items["wrong"].get("extra", {})

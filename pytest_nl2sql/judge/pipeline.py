@@ -16,6 +16,7 @@ import functools
 import json
 import os
 import sqlite3
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,7 @@ class Pipeline:
     _neighbour_cache: Any = None  # pytest_nl2sql.neighbours.NeighbourCache, made on first use
     _duckdb_worker: Any = None  # one DuckDB worker for the short-lived engines of DuckDB neighbours
     _server_copies: Any = None  # pytest_nl2sql.neighbours.servers.ServerCopies, made on first use
+    _said_off: set[str] = field(default_factory=set)  # engines whose missing neighbours were warned about
     _rows: dict[tuple[int, str, int], SampleRows] = field(default_factory=dict)  # `sample_rows`, per engine
 
     @property
@@ -274,6 +276,7 @@ class Pipeline:
         predicted_in = prediction.dialect or case.written_in
         beyond = (self._check_beyond(case, predicted_sql, predicted_in, engine, gold)
                   if judgement.verdict is Verdict.PASS and predicted_sql else None)
+        off = self._neighbours_off(case, engine) if judgement.verdict is Verdict.PASS and beyond is None else None
         failure = None
         if beyond is not None and beyond.failed:
             failure = beyond.failure
@@ -289,7 +292,7 @@ class Pipeline:
             exact_match=exact.match if exact else None, partial=exact.partial if exact else None,
             fingerprint=judgement.fingerprint, latency=prediction.latency,
             diff=explain.neighbour_diff_json(failure) if failure else explain.diff_json(judgement, gold),
-            extra=prediction.report_fields(),
+            extra={**prediction.report_fields(), **({"neighbours_off": off} if off else {})},
             neighbours={**beyond.to_json(), "counterexample": explain.counterexample_json(beyond.failure)} if beyond is not None else None,
             gold_warnings=gold.warnings,
             soft_scores=soft.to_json() if soft else None, near_miss=near.value if near else None,
@@ -320,6 +323,23 @@ class Pipeline:
         generated = getattr(engine, "path", None) is not None and engine.dialect in (EngineKind.SQLITE.value, EngineKind.DUCKDB.value)
         generated = generated or _server_spec(engine) is not None  # from a local DuckDB copy of the server's database
         return None, wanted if generated and not self.spider_mode(case) else 0
+
+    def _neighbours_off(self, case: Case, engine: Engine) -> str | None:
+        """Why a case that wants neighbours cannot have any on its engine (None: it can, or wants
+        none): a SQLAlchemy URL's database is not copied, since no local engine is known to mean
+        what the warehouse means. Said once per engine as a warning, and in the summary."""
+        wanted = case.neighbours if case.neighbours is not None else self.options.neighbours
+        if (wanted <= 0 or not case.gold or self.spider_mode(case) or getattr(engine, "path", None) is not None
+                or _server_spec(engine) is not None or self._folder(case) is not None):
+            return None
+        reason = (f"{engine.dialect} through SQLAlchemy: its database is not copied (no local engine is known to"
+                  f" mean what {engine.dialect} means)")
+        if reason not in self._said_off:
+            self._said_off.add(reason)
+            from pytest_nl2sql.neighbours.servers import NoNeighbours
+
+            warnings.warn(NoNeighbours(f"no neighbour databases for {reason}"), stacklevel=2)
+        return reason
 
     def _other_databases(self, case: Case, engine: Engine, folder: DatabaseFolder | None, count: int) -> tuple[OtherDatabase, ...]:
         """The databases of `_beyond_plan`: a folder's other files, else generated neighbours."""

@@ -104,6 +104,7 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "fragile": fragile,
         "strict_accuracy": (passed - fragile) / judged if judged else None,
         "neighbours": _neighbours(sql, caught),
+        "neighbours_off": dict(Counter(r.extra["neighbours_off"] for r in sql if r.extra.get("neighbours_off"))) or None,
         "gold_warnings": sum(1 for r in sql if r.gold_warnings),
         "by_hardness": _grouped(sql, lambda r: [r.hardness], HARDNESS_ORDER),
         "by_tag": _grouped(sql, lambda r: r.tags),

@@ -165,6 +165,8 @@ def neighbour_lines(summary: dict[str, Any], judged: int) -> list[str]:
         lines.append(f"  strict (fragile passes counted as failures) {percent(summary['passed'] - fragile, judged)}; "
                      f"{fragile} fragile pass{'es' if fragile != 1 else ''} (right only while the data keeps what the "
                      f"case's database shows; --nl2sql-fragile=fail fails them)")
+    for reason, cases in (summary.get("neighbours_off") or {}).items():
+        lines.append(f"  neighbour databases off for {cases} right prediction{'s' if cases != 1 else ''}: {reason}")
     if summary.get("gold_warnings"):
         n = summary["gold_warnings"]
         lines.append(f"  {n} gold quer{'ies' if n != 1 else 'y'} with a nondeterministic result (see each item's gold_warnings)")
