@@ -136,3 +136,18 @@ def test_a_database_over_the_row_budget_is_not_copied(tmp_path: Any) -> None:
         assert copy.path is None and not list(tmp_path.iterdir())
         assert ServerCopies(tmp_path).copy_of(parse_database(scratch.url)).path is not None
 
+
+
+def test_dates_and_decimals_in_reported_rows_read_as_written() -> None:
+    """A server's (or DuckDB copy's) DATE and DECIMAL values in a counterexample or diff of the JSON
+    report: '2024-01-01' and '12.50', not Python's `datetime.date(2024, 1, 1)`."""
+    import datetime
+    import decimal
+
+    from pytest_nl2sql.judge.explain import _jsonable
+
+    assert _jsonable(datetime.date(2024, 1, 1)) == "2024-01-01"
+    assert _jsonable(datetime.datetime(2024, 1, 1, 9, 30)) == "2024-01-01T09:30:00"
+    assert _jsonable(datetime.time(9, 30)) == "09:30:00"
+    assert _jsonable(decimal.Decimal("12.50")) == "12.50"
+    assert _jsonable(b"\x00\x01") == repr(b"\x00\x01") and _jsonable(7) == 7 and _jsonable(None) is None

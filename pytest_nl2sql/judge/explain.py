@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
 from collections.abc import Sequence
 from typing import Any
 
@@ -232,6 +234,10 @@ def _jsonable(value: Any) -> Any:
         return value
     if isinstance(value, int) and value.bit_length() < 4 * JSON_VALUE_CHARS:
         return value
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()  # as a reader and a dashboard want it, not `datetime.date(2024, 1, 1)`
+    if isinstance(value, decimal.Decimal):
+        return str(value)
     return _bounded(value if isinstance(value, str) else repr(_bounded(value, JSON_VALUE_CHARS)), JSON_VALUE_CHARS)
 
 
