@@ -273,7 +273,7 @@ def test_xlsx_of_a_spider_dev_run(pytester: pytest.Pytester, spider_dir: Path) -
     (pytester.path / "spider.nl2sql.yaml").write_text(yaml.safe_dump({"source": {
         "format": "spider", "questions": "dev.json", "db_dir": str(spider_dir / "database"),
         "predictions": "preds.sql", "tables": str(spider_dir / "tables.json")}}))
-    result = pytester.runpytest("-n", "2", "--nl2sql-report=xlsx:r.xlsx", "--nl2sql-report=json:r.json")
+    result = pytester.runpytest("--nl2sql-neighbours=0", "--nl2sql-report=xlsx:r.xlsx", "--nl2sql-report=json:r.json")
     report = read_report(pytester.path / "r.json")
     wb = openpyxl.load_workbook(pytester.path / "r.xlsx")
     _, rows = table(wb["Overview"])
