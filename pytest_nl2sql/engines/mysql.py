@@ -193,6 +193,11 @@ class MysqlEngine:
         except pymysql.Error as error:
             streaming = False  # an error packet ends the result
             raise self._failure(error, conn, watchdog, limits) from None
+        except BaseException as error:
+            if not isinstance(error, Exception):  # Ctrl-C mid-query: the server would run it to its end
+                streaming = False
+                self._abandon(conn)
+            raise
         finally:
             watchdog.stop()
             self._end(cursor, streaming, watchdog)
@@ -284,6 +289,16 @@ class MysqlEngine:
             except Exception:  # noqa: BLE001 - the interruption's error, or a broken link
                 pass
         self._reset()
+
+    def _abandon(self, conn: Any) -> None:
+        """After an interruption mid-exchange (Ctrl-C's KeyboardInterrupt, pytest's own outcome
+        exceptions: a BaseException that is no Exception, raised by a signal handler): stop the
+        query on the server, which does not notice a client that left (PyMySQL closes its socket
+        on an interrupted read) and would run it to its end, and never reuse the connection."""
+        try:
+            self._killer(conn.thread_id())()
+        finally:
+            self._drop_connection()
 
     def _failure(self, error: Any, conn: Any, watchdog: Watchdog, limits: Limits) -> EngineError:
         """The engine error for a driver error raised by the query."""
@@ -476,6 +491,11 @@ class _Batches:
         except engine._pymysql.Error as error:
             self.open = False  # an error packet ends the result
             raise engine._failure(error, self._conn, watchdog, self._limits) from None
+        except BaseException as error:
+            if not isinstance(error, Exception):  # Ctrl-C: as in `execute`
+                self.open = False
+                engine._abandon(self._conn)
+            raise
         finally:
             watchdog.stop()
         watchdog.raise_if_overran(self._limits.timeout)

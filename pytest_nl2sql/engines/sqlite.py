@@ -273,11 +273,15 @@ class InProcess:
         )
 
 
-def _raised(refusal: Refusal) -> Exception:
-    """The exception for a session's refusal: the engine error the worker would raise, or
-    `_StepsUnbounded` for a query that must run in the worker."""
+def _raised(refusal: Refusal) -> BaseException:
+    """The exception for a session's refusal: the engine error the worker would raise,
+    `_StepsUnbounded` for a query that must run in the worker, or KeyboardInterrupt for a query
+    stopped by Ctrl-C in this process (Python's sqlite3 swallows the KeyboardInterrupt that the
+    signal raises in the progress handler, and reports the query as "interrupted")."""
     if refusal.kind == "unbounded":
         return _StepsUnbounded()
+    if refusal.kind == "interrupted":
+        return KeyboardInterrupt()
     return REFUSAL_ERRORS.get(refusal.kind, QueryError)(refusal.message)
 
 

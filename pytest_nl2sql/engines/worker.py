@@ -86,6 +86,7 @@ REFUSAL_ERRORS: dict[str, type[EngineError]] = {  # how a refusal of the child i
     "timeout": QueryTimeout,
     "rows": TooManyRows,
     "missing": DatabaseMissing,
+    "interrupted": ConnectionLost,  # a signal in the child (never sent there by us): not the query's fault
 }
 
 _CRASH_SIGNALS = frozenset(

@@ -65,10 +65,14 @@ MARSHAL_VERSION = 4
 BATCH_ROWS = 2_000  # rows per reply at most
 BATCH_BYTES = 4 * 1024 * 1024  # and about this many bytes (estimated as `SizeBudget` does)
 
-ERROR_KINDS = ("query", "timeout", "rows", "memory", "missing")
+ERROR_KINDS = ("query", "timeout", "rows", "memory", "missing", "interrupted")
 """query: QueryError · timeout: QueryTimeout · rows: TooManyRows · memory: the query needed more
 memory than the process may use (TooManyRows; the parent restarts the child, whose heap may stay
-fragmented) · missing: DatabaseMissing."""
+fragmented) · missing: DatabaseMissing · interrupted: SQLite stopped the query before its
+deadline because the progress handler raised, which only a signal's handler makes it do (Ctrl-C's
+KeyboardInterrupt, which Python's sqlite3 swallows, leaving the error "interrupted"): never the
+query's fault (`sqlite.py` raises KeyboardInterrupt again in the calling process; from the worker,
+ConnectionLost)."""
 
 # -- SQLite guards --------------------------------------------------------------------------------
 
@@ -475,8 +479,10 @@ class SqliteSession(Session):
                 f"the query needed more memory than SQLite may use here"
                 f" ({HEAP_LIMIT_BYTES >> 20} MiB heap)",
             )
-        if message == "interrupted" and time.monotonic() >= self._deadline:
-            return Refusal("timeout", timeout_message(self._stated_timeout))
+        if message == "interrupted":
+            if time.monotonic() >= self._deadline:
+                return Refusal("timeout", timeout_message(self._stated_timeout))
+            return Refusal("interrupted", "the query was interrupted from outside (not by its time limit)")
         if message.startswith(("not authorized", "authorization denied")) and self._denied:
             return Refusal(
                 "query", f"not allowed: {self._denied} (only a read-only SELECT may run)"
