@@ -24,6 +24,12 @@ McNemar's exact p over the cases judged in both. Exit code 0; 2 for a file that 
 copies a database (schema, keys, rows) between SQLite, DuckDB, PostgreSQL and MySQL/MariaDB, so
 that a suite can run on another engine (see pytest_nl2sql/copydb). Exit code 0 when copied, 1
 when something cannot be copied, 2 for a usage error (a bad URL, a non-empty target).
+
+    nl2sql malloy-setup [--home DIR]
+    nl2sql malloy-model DATABASE
+
+install the Malloy compiler that Malloy predictions need (Node 20 and npm), and print the Malloy
+model generated from a database's schema (see pytest_nl2sql/malloy/commands.py).
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from pytest_nl2sql.gate.finish import Finished, Gate, finish_run
 from pytest_nl2sql.gate.run import PER_CASE, RunInfo, utc_now
 from pytest_nl2sql.gate.thresholds import parse_fail_unders
 from pytest_nl2sql.judge.result import CaseResult
+from pytest_nl2sql.malloy.commands import COMMANDS as MALLOY_COMMANDS
+from pytest_nl2sql.malloy.commands import add_malloy_commands, run_malloy_command
 from pytest_nl2sql.plugin.settings import parse_report
 from pytest_nl2sql.plugin.terminal import summary_lines
 from pytest_nl2sql.vocab import BaselineStatus, Verdict
@@ -317,7 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="from SQLite: copy a text column holding only numbers ('2014', '15.5') as numbers")
     copy.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary line (warnings stay)")
     copy.add_argument("--batch-size", type=_positive, default=5000, help="rows per batch (default 5000)")
+    add_malloy_commands(commands)
     args = parser.parse_args(argv)
+    if args.command in MALLOY_COMMANDS:
+        return run_malloy_command(args)
     if args.command == "copy-db":
         return _copy_db_command(args)
     if args.command == "merge-reports":

@@ -20,7 +20,7 @@ MAX_NEIGHBOURS = 16  # neighbour databases a case (or a run) may ask for: each i
 CASE_KEYS = frozenset(
     {
         "id", "question", "database", "db_id", "db_dir", "gold", "gold_result", "predicted", "predicted_result",
-        "dialect", "order", "tags", "hardness", "compare", "conversation", "hint", "neighbours",
+        "predicted_malloy", "malloy_model", "dialect", "order", "tags", "hardness", "compare", "conversation", "hint", "neighbours",
         "name", "comments",
     }
 )
@@ -57,6 +57,8 @@ class Case:
     gold_result: tuple[Path, ...] = ()
     predicted: Any = None
     predicted_result: Path | None = None  # a CSV file holding the predicted result, instead of SQL
+    predicted_malloy: str | None = None  # a Malloy query, instead of SQL (compiled for the case's engine)
+    malloy_model: Path | None = None  # the Malloy model a Malloy prediction is compiled against (None: generated)
     dialect: str | None = None
     order: str = "auto"
     tags: tuple[str, ...] = ()

@@ -3,7 +3,7 @@
 A directory holds result files instead (spec 004's execution-result mode): `<id>.csv` per case,
 each the predicted result as CSV (a `PredictedResult`); a case without its file has no prediction.
 
-Two file formats: JSONL (`{"id", "predicted" | "selection", "file"?, "key"?}` per line, matched by id
+Two file formats: JSONL (`{"id", "predicted" | "predicted_malloy" | "selection", "file"?, "key"?}` per line, matched by id
 and, when given, by file; a recording adds `raw_prediction`, the answer as the model gave it, which
 is replayed instead of `predicted`, and with `--nl2sql-repeat` `samples`, every answer of the case), and Spider's one-query-per-line `.sql`/`.txt` (aligned with the order of
 the cases; a TAB ends the query, as in Spider's `SQL<TAB>db_id` files; blank lines are kept as empty
@@ -35,6 +35,17 @@ class PredictedResult:
 
     def __str__(self) -> str:
         return str(self.path)
+
+
+@dataclass(frozen=True)
+class PredictedMalloy:
+    """A prediction written in Malloy (the case key or JSONL key `predicted_malloy`, or a hook's
+    `{"malloy": TEXT}`): compiled to the SQL of the case's engine before it is judged."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
 
 
 @dataclass(frozen=True)
@@ -181,10 +192,14 @@ def load_predictions(path: Path) -> PredictionStore:
             value = record["selection"]
         elif "predicted" in record:
             value = record["predicted"]
+        elif "predicted_malloy" in record:
+            if not isinstance(record["predicted_malloy"], str):
+                raise PredictionsFileError(path, number, f"\"predicted_malloy\" must be Malloy text, not {type(record['predicted_malloy']).__name__}")
+            value = PredictedMalloy(record["predicted_malloy"])
         elif "error" in record or record.get("no_answer") is True:
             value = None
         else:
-            raise PredictionsFileError(path, number, "each line needs \"predicted\" (SQL) or \"selection\" (terms)")
+            raise PredictionsFileError(path, number, "each line needs \"predicted\" (SQL), \"predicted_malloy\" (Malloy) or \"selection\" (terms)")
         file = record.get("file")
         if file is not None and not isinstance(file, str):
             raise PredictionsFileError(path, number, f"\"file\" must be a string, not {type(file).__name__}")
@@ -208,8 +223,11 @@ def _recorded_value(record: Mapping[str, Any], value: Any) -> Any:
 
 
 def _sample_of(entry: Mapping[str, Any], key: str | None) -> Prediction:
-    """One recorded answer of a repeated case (`{"predicted"}`, `{"selection"}`, `{"error"}` or `{"no_answer"}`)."""
+    """One recorded answer of a repeated case (`{"predicted"}`, `{"predicted_malloy"}`, `{"selection"}`,
+    `{"error"}` or `{"no_answer"}`)."""
     value = entry.get("selection", entry.get("predicted"))
+    if value is None and isinstance(entry.get("predicted_malloy"), str):
+        value = PredictedMalloy(entry["predicted_malloy"])
     return Prediction(_recorded_value(entry, value), key, entry.get("error"), no_answer=entry.get("no_answer") is True)
 
 

@@ -370,6 +370,15 @@ def _case_from_mapping(
     if predicted_result_name is not None and predicted is not None:
         raise ValueError("a case has either `predicted` (SQL) or `predicted_result` (a CSV file), not both")
     predicted_result = base / predicted_result_name if predicted_result_name is not None else None
+    predicted_malloy = merged.get("predicted_malloy")
+    if predicted_malloy is not None and not isinstance(predicted_malloy, str):
+        raise ValueError(f"`predicted_malloy` must be Malloy text, not {type(predicted_malloy).__name__}")
+    if predicted_malloy is not None and (predicted is not None or predicted_result_name is not None):
+        raise ValueError("a case has one of `predicted` (SQL), `predicted_malloy` (Malloy) or `predicted_result` (a CSV file)")
+    malloy_model_name = merged.get("malloy_model")
+    if malloy_model_name is not None and not isinstance(malloy_model_name, str):
+        raise ValueError(f"`malloy_model` must be the path of a .malloy file, not {type(malloy_model_name).__name__}")
+    malloy_model = base / malloy_model_name if malloy_model_name is not None else None
     _check_condition_cols(compare, gold, gold_result, merged.get("dialect"))
     database, target, trusted = _database_of(merged, base, where)
     if target is None and not where.dsn:
@@ -379,12 +388,15 @@ def _case_from_mapping(
         problem = problem or where.confine.problem(f"gold_result {_short(name)}", result_file)
     if predicted_result is not None:
         problem = problem or where.confine.problem(f"predicted_result {_short(predicted_result_name)}", predicted_result)
+    if malloy_model is not None:
+        problem = problem or where.confine.problem(f"malloy_model {_short(malloy_model_name)}", malloy_model)
     if problem:
         raise ValueError(problem)
     return Case(
         id=case_id, file=path, line=line, position=position, question=_opt_str(merged.get("question")),
         database=database, database_target=target, gold=gold, gold_result=gold_result, predicted=predicted,
-        predicted_result=predicted_result, dialect=_opt_str(merged.get("dialect")), order=order, tags=tags, hardness=_opt_str(hardness),
+        predicted_result=predicted_result, predicted_malloy=predicted_malloy, malloy_model=malloy_model,
+        dialect=_opt_str(merged.get("dialect")), order=order, tags=tags, hardness=_opt_str(hardness),
         compare=compare, hint=_opt_str(merged.get("hint")), name=_opt_str(merged.get("name")),
         tables_json=merged.get("tables_json"), neighbours=neighbours,
     )

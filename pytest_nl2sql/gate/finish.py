@@ -164,8 +164,10 @@ def _record_of(result: CaseResult) -> dict[str, Any]:
         return {**record, "no_answer": True, **samples}
     if "error" in result.extra:  # the predictor raised: replayed as predictor_error
         return {**record, "error": result.extra["error"], **samples}
-    key = "selection" if result.kind.value == "term_selection" else "predicted"
-    record[key] = result.predicted
+    if result.predicted_malloy is not None:  # the model's Malloy, which a replay compiles again
+        record["predicted_malloy"] = result.predicted_malloy
+    else:
+        record["selection" if result.kind.value == "term_selection" else "predicted"] = result.predicted
     if result.raw_prediction is not None:  # the answer as the model gave it: a replay takes the SQL out again
         record["raw_prediction"] = result.raw_prediction
     if result.extra.get("samples"):  # --nl2sql-repeat: every answer, so that a replay judges all K

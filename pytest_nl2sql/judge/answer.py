@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_nl2sql.cases.predictions import PredictedMalloy
+
 # An opening code fence (CommonMark: up to three spaces, three or more ` or ~, an info string that,
 # for backticks, holds no backtick: "```sql SELECT 1```" on one line is a code span, not a fence).
 _OPENING = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$")
@@ -153,7 +155,7 @@ def add_usage(total: dict[str, int | float] | None, more: dict[str, int | float]
 
 # --- the answer a hook returned -------------------------------------------------------------------
 
-ANSWER_KEYS = ("sql", "selection", "usage")
+ANSWER_KEYS = ("sql", "malloy", "selection", "usage")
 
 
 @dataclass(frozen=True)
@@ -163,18 +165,23 @@ class Unpacked:
 
 
 def unpack_answer(value: Any) -> Unpacked:
-    """A hook's return value: SQL text (or a term selection), or `{"sql": TEXT, "usage": {...}}`
-    (`{"selection": [...], "usage": {...}}` for term-selection cases). A mapping that is neither is a
-    ValueError naming its keys, rather than a prediction nobody can judge."""
+    """A hook's return value: SQL text (or a term selection), or `{"sql": TEXT, "usage": {...}}`,
+    `{"malloy": TEXT, "usage": {...}}` for a Malloy query (`{"selection": [...], "usage": {...}}` for
+    term-selection cases). A mapping that is none of these is a ValueError naming its keys, rather
+    than a prediction nobody can judge."""
     if not isinstance(value, Mapping):
         return Unpacked(value)
     keys = [str(k) for k in value]
     unknown = [k for k in keys if k not in ANSWER_KEYS]
-    if unknown or not ("sql" in value or "selection" in value):
+    answers = [k for k in ("sql", "malloy", "selection") if k in value]
+    if unknown or len(answers) != 1:
         raise ValueError(f"the predictor returned a mapping with keys {keys}: return SQL text, or "
-                         '{"sql": TEXT, "usage": {"prompt_tokens", "completion_tokens", "cost"}}')
-    answer = value["sql"] if "sql" in value else value["selection"]
-    return Unpacked(answer, usage_of(value.get("usage")))
+                         '{"sql": TEXT, "usage": {"prompt_tokens", "completion_tokens", "cost"}} (or "malloy": TEXT)')
+    if answers == ["malloy"]:
+        if not isinstance(value["malloy"], str):
+            raise ValueError(f'"malloy" must be the Malloy query as text, not {type(value["malloy"]).__name__}')
+        return Unpacked(PredictedMalloy(value["malloy"]), usage_of(value.get("usage")))
+    return Unpacked(value[answers[0]], usage_of(value.get("usage")))
 
 
 # --- failures worth asking again ----------------------------------------------------------------------

@@ -34,6 +34,15 @@ def _sql_block(label: str, sql: Any) -> list[str]:
     return lines
 
 
+def _predicted_lines(result: CaseResult) -> list[str]:
+    """The predicted SQL; for a Malloy prediction its source first, then the SQL it compiled to
+    (none when it did not compile: the reason gives Malloy's line)."""
+    if result.predicted_malloy is None:
+        return _sql_block("predicted", result.predicted)
+    compiled = _sql_block("compiled to", result.predicted) if result.predicted is not None else []
+    return _sql_block("predicted (Malloy)", result.predicted_malloy) + compiled
+
+
 def _where(case: Case, file: str) -> str:
     """`suites/shop.nl2sql.yaml:12`: the case file as its node id spells it, and the case's line."""
     return f"{file}:{case.line}" if case.line else file
@@ -78,7 +87,7 @@ def failure_text(case: Case, file: str, result: CaseResult, judgement: Judgement
     if result.predicted_result:
         lines.append(f"predicted result: {result.predicted_result}")
     else:
-        lines += _sql_block("predicted", result.predicted)
+        lines += _predicted_lines(result)
     if judgement.executed and result.predicted and judgement.executed.strip() != str(result.predicted).strip():
         lines += _sql_block("executed", judgement.executed)
     if result.verdict is not Verdict.MISMATCH:
@@ -99,7 +108,7 @@ def neighbour_failure_text(case: Case, file: str, result: CaseResult, failure: N
     that the case's own never does."""
     lines = _header(case, file, result)
     lines += _sql_block("gold", case.gold_value)
-    lines += _sql_block("predicted", result.predicted)
+    lines += _predicted_lines(result)
     own = case.database or "the case database"
     if failure.breaks is None:
         lines.append(f"the prediction matches the gold on {own}, but not on {check.failed} of {check.checked} other "

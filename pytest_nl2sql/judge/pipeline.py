@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.cases.predictions import PredictedResult, PredictionStore
+from pytest_nl2sql.cases.predictions import PredictedMalloy, PredictedResult, PredictionStore
 from pytest_nl2sql.cases.read import Case, InvalidCase
 from pytest_nl2sql.engines import EngineCache
 from pytest_nl2sql.engines.base import ConnectionLost, DatabaseMissing, Engine, EngineError, Limits, text_errors_for
-from pytest_nl2sql.engines.url import EngineKind, parse_database
+from pytest_nl2sql.engines.url import DatabaseSpec, EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import Baseline, classify
 from pytest_nl2sql.gate.run import engine_label
 from pytest_nl2sql.judge import explain, on_neighbours
@@ -67,6 +67,12 @@ from pytest_nl2sql.vocab import BaselineStatus, FragilePolicy, Kind, NearMiss, R
 # measured (benchmarks/mutations.py), few enough that a Spider dev run stays within the official
 # evaluator's time (benchmarks/spider_dev.py).
 DEFAULT_NEIGHBOURS = 3
+
+
+class MalloySetupError(Exception):
+    """A Malloy prediction that cannot be compiled here: no Node or compiler, an engine Malloy has
+    no dialect for, an unreadable `malloy_model`. The case is not judged (`gold_error`): neither the
+    model nor its answer is to blame."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,9 @@ class Pipeline:
     _duckdb_worker: Any = None  # one DuckDB worker for the short-lived engines of DuckDB neighbours
     _server_copies: Any = None  # pytest_nl2sql.neighbours.servers.ServerCopies, made on first use
     _said_off: set[str] = field(default_factory=set)  # engines whose missing neighbours were warned about
+    _malloy_compiler: Any = None  # pytest_nl2sql.malloy.MalloyCompiler, started on the first Malloy prediction
+    _malloy_schemas: dict[str, Any] = field(default_factory=dict)  # database key -> its tables, for the compiler
+    _malloy_engines: dict[str, Any] = field(default_factory=dict)  # SQLite file key -> where its Malloy predictions run
     _rows: dict[tuple[int, str, int], SampleRows] = field(default_factory=dict)  # `sample_rows`, per engine
 
     @property
@@ -214,7 +223,8 @@ class Pipeline:
         rows = functools.partial(self.sample_rows, engine) if engine is not None else None
         # the predictor writes for the database the case runs on (its schema is that database's)
         dialect = engine.dialect if engine is not None else case.written_in
-        request = PredictionRequest.for_case(case, schema=schema, engine=engine, dialect=dialect, rows=rows)
+        malloy = functools.partial(self.malloy_model, case, engine) if engine is not None else None
+        request = PredictionRequest.for_case(case, schema=schema, engine=engine, dialect=dialect, rows=rows, malloy=malloy)
         names = _file_names(case, label)
         first = self.predictor.predict(case, request, names)
         return self._with_samples(first, lambda index: self.predictor.predict(case, request.as_sample(index), names))
@@ -265,14 +275,20 @@ class Pipeline:
         given = prediction.value
         prediction, problem = _sql_of(prediction)
         raw = given if isinstance(given, str) and given != prediction.value else None
+        malloy = given.text if isinstance(given, PredictedMalloy) else None
         try:
+            if malloy is not None:  # on a SQLite case, a DuckDB copy (Malloy has no SQLite dialect)
+                engine = self._malloy_engine(engine)
+                prediction, problem = self._compiled(case, engine, prediction)
             judgement = self._judgement(case, prediction, engine, gold, problem)
-        except ConnectionLost as e:  # twice in a row: the run's fault, not the model's
-            reason = _infrastructure_reason(e)
-            result = self._result(case, label, prepared.hardness, Verdict.GOLD_ERROR, reason=reason, predicted=_plain(prediction.value))
+        except (ConnectionLost, MalloySetupError) as e:  # the run's fault, not the model's
+            reason = _infrastructure_reason(e) if isinstance(e, ConnectionLost) else str(e)
+            result = self._result(case, label, prepared.hardness, Verdict.GOLD_ERROR, reason=reason, predicted=_plain(prediction.value),
+                                  predicted_malloy=malloy)
             return CaseOutcome(result, explain.gold_error_text(case, label.file, reason or str(e)))
         result_file = prediction.value if isinstance(prediction.value, PredictedResult) else None
-        predicted_sql = None if result_file else (prediction.value if isinstance(prediction.value, str) else _plain(prediction.value))
+        predicted_sql = (None if result_file or isinstance(prediction.value, PredictedMalloy)  # a Malloy query that did not compile
+                         else prediction.value if isinstance(prediction.value, str) else _plain(prediction.value))
         predicted_in = prediction.dialect or case.written_in
         beyond = (self._check_beyond(case, predicted_sql, predicted_in, engine, gold)
                   if judgement.verdict is Verdict.PASS and predicted_sql else None)
@@ -284,7 +300,8 @@ class Pipeline:
         elif beyond is not None and beyond.is_fragile and self.options.fragile is FragilePolicy.FAIL:
             failure = beyond.failure
             judgement = dataclasses.replace(judgement, verdict=Verdict.MISMATCH, reason=Reason.FRAGILE.value)
-        exact = self._exact_match(case, predicted_sql, predicted_in) if judgement.verdict is not Verdict.PREDICTOR_ERROR else None
+        exact = (self._exact_match(case, predicted_sql, predicted_in)
+                 if judgement.verdict is not Verdict.PREDICTOR_ERROR and malloy is None else None)  # compiled SQL has no exact match
         soft, near = self._soft_scores(case, judgement, gold), self._near_miss(case, judgement, gold)
         efficiency = self._efficiency(case, judgement, gold, engine) if judgement.verdict is Verdict.PASS else None
         result = self._result(
@@ -296,7 +313,7 @@ class Pipeline:
             neighbours={**beyond.to_json(), "counterexample": explain.counterexample_json(beyond.failure)} if beyond is not None else None,
             gold_warnings=gold.warnings,
             soft_scores=soft.to_json() if soft else None, near_miss=near.value if near else None,
-            predicted_result=_shown_path(result_file.path, case) if result_file else None,
+            predicted_result=_shown_path(result_file.path, case) if result_file else None, predicted_malloy=malloy,
             execution_time=efficiency.to_json() if efficiency else None, raw_prediction=raw,
         )
         result = self._with_baseline(result, case)
@@ -307,6 +324,100 @@ class Pipeline:
         else:
             text = explain.failure_text(case, label.file, result, judgement, gold, self.options.verbosity)
         return CaseOutcome(result, _with_baseline_note(text, result, self._passed_in_baseline(case, result)), judgement, gold)
+
+    # --- Malloy predictions ------------------------------------------------------------------
+
+    def _compiled(self, case: Case, engine: Engine, prediction: PredictionOutcome) -> tuple[PredictionOutcome, str | None]:
+        """A Malloy prediction as the SQL it compiles to for the case's engine (in the dialect it is
+        written in: DuckDB's for a SQLite case, which `judge` then reads as SQLite), or the compile
+        error as the problem (`pred_error`, "malloy: line N: ..."). `MalloySetupError`: Node or the
+        compiler is not set up, or the engine has no Malloy dialect (the case cannot be judged)."""
+        from pytest_nl2sql.malloy import MalloyCompileError, MalloyUnavailable
+
+        query = prediction.value.text
+        if not query.strip():
+            return dataclasses.replace(prediction, value=""), None  # no_prediction, as empty SQL is
+        try:
+            compiled = self._malloy().compile(query, tables=self._malloy_tables(engine), dialect=engine.dialect,
+                                              model=self._malloy_model(case))
+        except MalloyCompileError as error:
+            return prediction, f"malloy: {error}"
+        except MalloyUnavailable as error:
+            raise MalloySetupError(f"Malloy prediction not judged: {error}") from None
+        return dataclasses.replace(prediction, value=compiled.sql, dialect=compiled.dialect), None
+
+    def malloy_model(self, case: Case, engine: Engine) -> str:
+        """The model a Malloy prediction of `case` is compiled against (for the hook's prompt)."""
+        model = self._malloy_model(case)
+        if model is not None:
+            return model
+        from pytest_nl2sql.malloy import generated_model
+
+        engine = self._malloy_engine(engine)
+        return generated_model(self._malloy_tables(engine), engine.dialect)
+
+    def _malloy_engine(self, engine: Engine) -> Engine:
+        """Where a Malloy prediction runs: the case's engine, but for a SQLite file its DuckDB copy
+        (`copy-db`, exact or not at all; the gold keeps its results from the file, so the verdict
+        is on the case's data), where the compiled DuckDB SQL runs as written and neighbours come
+        from the copy. A file that cannot be copied: the SQLite file, the SQL translated by sqlglot
+        (a sum across a `join_many`, `nest:` and keyless joins do not translate)."""
+        if engine.dialect != EngineKind.SQLITE.value or getattr(engine, "path", None) is None:
+            return engine
+        spec = DatabaseSpec(EngineKind.SQLITE, path=Path(engine.path))
+        if spec.key not in self._malloy_engines:
+            copy = self._copies().copy_of(spec)
+            if copy.path is None:
+                self._malloy_engines[spec.key] = engine
+            else:
+                if copy.digest is not None:
+                    self.neighbour_cache().know_content(copy.path, copy.digest)
+                self._malloy_engines[spec.key] = self._open_other(OtherDatabase(copy.path, EngineKind.DUCKDB, "copy"))
+        return self._malloy_engines[spec.key]
+
+    def _copies(self) -> Any:
+        """The local DuckDB copies of server databases (and of SQLite files, for Malloy)."""
+        if self._server_copies is None:
+            from pytest_nl2sql.neighbours.servers import ServerCopies
+
+            self._server_copies = ServerCopies((self.options.cache_dir or default_cache_dir()) / "server-copies")
+        return self._server_copies
+
+    def _malloy(self) -> Any:
+        """The process's Malloy compiler (a Node child, started on its first compile)."""
+        if self._malloy_compiler is None:
+            from pytest_nl2sql.malloy import MalloyCompiler
+
+            self._malloy_compiler = MalloyCompiler()
+        return self._malloy_compiler
+
+    def _malloy_tables(self, engine: Engine) -> Any:
+        """The tables the compiler is told about (read once per database, as `copy-db` reads them;
+        the compiler never opens the database itself)."""
+        spec = getattr(engine, "spec", None)
+        if spec is None and getattr(engine, "path", None) is not None:
+            spec = DatabaseSpec(EngineKind(engine.dialect), path=Path(engine.path))
+        if spec is None or spec.kind not in (EngineKind.SQLITE, EngineKind.DUCKDB, EngineKind.POSTGRES, EngineKind.MYSQL):
+            raise MalloySetupError(f"Malloy predictions run on SQLite, DuckDB, PostgreSQL and MySQL/MariaDB cases, not on {engine.dialect}")
+        if spec.key not in self._malloy_schemas:
+            from pytest_nl2sql.copydb.sources import open_source
+
+            source = open_source(spec)
+            try:
+                self._malloy_schemas[spec.key] = tuple(source.tables())
+            finally:
+                source.close()
+        return self._malloy_schemas[spec.key]
+
+    @staticmethod
+    def _malloy_model(case: Case) -> str | None:
+        """The case's `malloy_model` file's text (None: the model generated from the schema)."""
+        if case.malloy_model is None:
+            return None
+        try:
+            return case.malloy_model.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise MalloySetupError(f"cannot read malloy_model {case.malloy_model}: {error}") from None
 
     # --- beyond the case's own database -----------------------------------------------------
 
@@ -361,32 +472,33 @@ class Pipeline:
         spec = _server_spec(engine)
         if spec is None:
             return Path(engine.path), engine.dialect  # type: ignore[attr-defined]
-        if self._server_copies is None:
-            from pytest_nl2sql.neighbours.servers import ServerCopies
-
-            self._server_copies = ServerCopies((self.options.cache_dir or default_cache_dir()) / "server-copies")
-        copy = self._server_copies.copy_of(spec)
+        copy = self._copies().copy_of(spec)
         if copy.path is not None and copy.digest is not None:
             self.neighbour_cache().know_content(copy.path, copy.digest)
         return copy.path, EngineKind.DUCKDB.value
 
     def _faithful_copy(self, case: Case, predicted: str, predicted_in: str, engine: Engine, gold: GoldOutcome) -> bool:
         """A server case: its gold and prediction mean on the DuckDB copy what they mean on the
-        server (else no neighbours for it, said once). Any other case: True."""
-        spec = _server_spec(engine)
-        if spec is None or self._server_copies is None:
-            return True
+        server (else no neighbours for it, said once); so must a SQLite case's gold on the copy
+        its Malloy prediction ran on. Any other case: True."""
         from pytest_nl2sql.neighbours.servers import check_faithful, faithful
 
-        path = self._server_copies.copy_of(spec).path
-        copy = self._open_other(OtherDatabase(path, EngineKind.DUCKDB, "copy")) if path is not None else None
+        spec = _server_spec(engine)
+        if spec is None and engine in self._malloy_engines.values() and engine.dialect == EngineKind.DUCKDB.value:
+            copy, own = engine, False  # the Malloy copy of a SQLite file, open for the run
+        elif spec is None or self._server_copies is None:
+            return True
+        else:
+            path = self._server_copies.copy_of(spec).path
+            copy, own = (self._open_other(OtherDatabase(path, EngineKind.DUCKDB, "copy")) if path is not None else None), True
         if copy is None:
             return False
         try:
             why = faithful(copy, gold, case.gold, case.written_in, predicted, predicted_in, limits=self.options.limits,
                            order=case.order, compare=case.compare, spider_compat=self.spider_mode(case))
         finally:
-            copy.close()
+            if own:
+                copy.close()
         return check_faithful(case.id, why)
 
     def _check_beyond(self, case: Case, predicted: str, predicted_in: str, engine: Engine, gold: GoldOutcome,
@@ -646,8 +758,11 @@ class Pipeline:
         assert engine is not None and gold is not None
         answer, problem = _sql_of(answer)
         try:
+            if isinstance(answer.value, PredictedMalloy):
+                engine = self._malloy_engine(engine)
+                answer, problem = self._compiled(case, engine, answer)
             judgement = self._judgement(case, answer, engine, gold, problem)
-        except ConnectionLost:
+        except (ConnectionLost, MalloySetupError):
             return Verdict.GOLD_ERROR  # not the answer's fault: it could not be judged
         if judgement.verdict is not Verdict.PASS or not isinstance(answer.value, str):
             return judgement.verdict
@@ -785,6 +900,13 @@ class Pipeline:
 
     def close(self) -> None:
         self.engines.close_all()
+        if self._malloy_compiler is not None:
+            self._malloy_compiler.close()
+            self._malloy_compiler = None
+        for engine in self._malloy_engines.values():
+            if engine.dialect == EngineKind.DUCKDB.value:  # the copies (a SQLite engine is the cache's)
+                engine.close()
+        self._malloy_engines.clear()
         if self._duckdb_worker is not None:
             self._duckdb_worker.shutdown()
             self._duckdb_worker = None
@@ -888,7 +1010,7 @@ def _shown_answer(answer: PredictionOutcome) -> Any:
     if answer.error is not None:
         return None
     value = _sql_of(answer)[0].value
-    return str(value) if isinstance(value, PredictedResult) else _plain(value)
+    return str(value) if isinstance(value, (PredictedResult, PredictedMalloy)) else _plain(value)
 
 
 def _answer_key(answer: PredictionOutcome) -> tuple[Any, ...]:
@@ -905,6 +1027,8 @@ def _recorded(answer: PredictionOutcome) -> dict[str, Any]:
     if answer.error is not None:
         return {"error": answer.error}
     value = _sql_of(answer)[0].value
+    if isinstance(value, PredictedMalloy):
+        return {"predicted_malloy": value.text}
     if not isinstance(value, str):
         return {"selection": _plain(value)}
     return {"predicted": value, **({"raw_prediction": answer.value} if value != answer.value else {})}

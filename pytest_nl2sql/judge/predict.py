@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.cases.predictions import PredictedResult, PredictionStore, prediction_key
+from pytest_nl2sql.cases.predictions import PredictedMalloy, PredictedResult, PredictionStore, prediction_key
 from pytest_nl2sql.cases.read import Case
 from pytest_nl2sql.judge.answer import is_transient, unpack_answer
 
@@ -87,11 +87,22 @@ class PredictionRequest:
     # reads the first rows of a table (`sample_rows`); None where there is no database
     rows_of: Callable[[str, int], SampleRows] | None = dataclasses.field(default=None, repr=False, compare=False)
     sample: int = 0  # which of the case's `--nl2sql-repeat` answers this request asks for (0: the first)
+    # the Malloy model a `{"malloy": …}` answer is compiled against (read when first asked)
+    malloy_of: Callable[[], str] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def schema(self) -> str | None:
         """The database's DDL text (None for term-selection cases)."""
         return self.schema_of()
+
+    @functools.cached_property
+    def malloy_model(self) -> str:
+        """The Malloy model the case's Malloy answers are compiled against: its `malloy_model` file,
+        else the one generated from the schema (sources named as the tables; `nl2sql malloy-model`
+        prints it). Reading it needs no Node."""
+        if self.malloy_of is None:
+            raise ValueError(f"case {self.id} has no database to write Malloy for")
+        return self.malloy_of()
 
     @functools.cached_property
     def key(self) -> str:
@@ -117,13 +128,14 @@ class PredictionRequest:
 
     @classmethod
     def for_case(cls, case: Case, *, schema: Callable[[], str | None], engine: Any, dialect: str,
-                 rows: Callable[[str, int], SampleRows] | None = None) -> "PredictionRequest":
+                 rows: Callable[[str, int], SampleRows] | None = None,
+                 malloy: Callable[[], str] | None = None) -> "PredictionRequest":
         conversation = list(case.conversation) if case.conversation is not None else None
         return cls(
             id=case.id, file=case.file, question=case.question, hint=case.hint, dialect=dialect,
             database=case.database, tags=case.tags, conversation=case.conversation,
             engine=engine, position=case.position, schema_of=schema, key_of=(case.question, conversation),
-            rows_of=rows,
+            rows_of=rows, malloy_of=malloy,
         )
 
     def as_sample(self, index: int) -> "PredictionRequest":
@@ -241,6 +253,8 @@ class Predictor:
             return PredictionOutcome(case.predicted, PredictionSource.CASE)
         if case.predicted_result is not None:
             return PredictionOutcome(PredictedResult(case.predicted_result), PredictionSource.CASE)
+        if case.predicted_malloy is not None:
+            return PredictionOutcome(PredictedMalloy(case.predicted_malloy), PredictionSource.CASE)
         return PredictionOutcome(None, PredictionSource.NONE)
 
     def ask(self, request: PredictionRequest) -> PredictionOutcome:

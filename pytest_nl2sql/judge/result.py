@@ -40,6 +40,7 @@ class CaseResult:
     execution_time: dict[str, Any] | None = None  # right predictions: timings against the gold (metrics/efficiency.py)
     near_miss: str | None = None  # a mismatch's near miss (vocab.NearMiss), if it has one
     predicted_result: str | None = None  # the CSV file given as the prediction, instead of SQL
+    predicted_malloy: str | None = None  # the Malloy query given as the prediction (`predicted`: the SQL it compiled to)
     neighbours: dict[str, int] | None = None  # {"checked", "failed"}: a prediction right on its own database, on the others
     gold_warnings: tuple[str, ...] = ()  # why the gold is nondeterministic (a LIMIT cutting a tie, ...)
     ran_on: str | None = None  # under --nl2sql-dsn: the database the case ran on (password masked)
@@ -78,6 +79,7 @@ class CaseResult:
             "execution_time": self.execution_time,
             "near_miss": self.near_miss,
             "predicted_result": self.predicted_result,
+            **({"predicted_malloy": self.predicted_malloy} if self.predicted_malloy is not None else {}),
             "neighbours": self.neighbours,
             "gold_warnings": list(self.gold_warnings),
             **({"ran_on": self.ran_on} if self.ran_on else {}),
@@ -121,6 +123,7 @@ class CaseResult:
             execution_time=data.get("execution_time"),
             near_miss=data.get("near_miss"),
             predicted_result=data.get("predicted_result"),
+            predicted_malloy=data.get("predicted_malloy"),
             neighbours=data.get("neighbours"),
             gold_warnings=tuple(data.get("gold_warnings") or ()),
             ran_on=data.get("ran_on"),

@@ -14,6 +14,9 @@ Two bounds keep this honest and cheap:
 What keeps a case from neighbours is said once per database (copy refused, too big) or once per
 case (not faithful), as a warning; the case's item then has `neighbours: null`, as with
 neighbours off.
+
+A SQLite file is copied the same way for a Malloy prediction (Malloy has no SQLite dialect: its
+DuckDB SQL runs on the copy, and neighbours come from the copy, as for a server).
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ class ServerCopy:
 
 
 class ServerCopies:
-    """The DuckDB copies this process made, by server URL (password included, never shown)."""
+    """The DuckDB copies this process made, by server URL (password included, never shown) or file."""
 
     def __init__(self, folder: Path, row_budget: int = ROW_BUDGET) -> None:
         self.folder = Path(folder)
@@ -63,7 +66,7 @@ class ServerCopies:
         self._copies: dict[str, ServerCopy] = {}
 
     def copy_of(self, spec: DatabaseSpec) -> ServerCopy:
-        url = spec.url or ""
+        url = spec.url or f"{spec.kind.value}:///{spec.path}"  # a SQLite file: copied for a Malloy prediction
         if url not in self._copies:
             copy = self._copy(spec)
             self._copies[url] = copy
@@ -88,7 +91,8 @@ class ServerCopies:
         if estimate > self.row_budget:
             return ServerCopy(None, f"about {estimate:,} rows, over the {self.row_budget:,} rows copied for neighbours")
         self.folder.mkdir(parents=True, exist_ok=True)
-        name = hashlib.sha256((spec.url or "").encode()).hexdigest()[:16]
+        url = spec.url or f"{spec.kind.value}:///{spec.path}"
+        name = hashlib.sha256(url.encode()).hexdigest()[:16]
         path = self.folder / f"{name}-{os.getpid()}.duckdb"
         _remove(path)
         counted = [0]
@@ -100,7 +104,7 @@ class ServerCopies:
                     raise _TooBig(f"over {self.row_budget:,} rows (copied for neighbours)")
 
         try:
-            copy_database(spec.url or "", f"duckdb:///{path}", progress=bound)
+            copy_database(url, f"duckdb:///{path}", progress=bound)
         except _TooBig as error:
             _remove(path)
             return ServerCopy(None, str(error))
@@ -138,7 +142,10 @@ def content_digest(path: Path) -> str:
 
 
 def _estimated_rows(source: Any, kind: EngineKind) -> int:
-    """The catalogue's row estimate for the tables copy-db would copy (no table is scanned)."""
+    """The catalogue's row estimate for the tables copy-db would copy (no table is scanned; a file
+    has no catalogue estimate: the copy counts each table before writing it)."""
+    if kind in (EngineKind.SQLITE, EngineKind.DUCKDB):
+        return 0
     if kind is EngineKind.POSTGRES:
         sql = ("SELECT coalesce(sum(greatest(reltuples, 0)), 0) FROM pg_class "
                "WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p')")
