@@ -261,6 +261,24 @@ def test_duckdb_sources_give_duckdb_neighbours(tmp_path: Path) -> None:
         assert db.execute("SELECT count(*) FROM emp WHERE dept_id NOT IN (SELECT id FROM dept)").fetchone() == (0,)
 
 
+def test_a_sqlite_gold_on_a_duckdb_source_runs_on_its_neighbours_as_the_judge_translates_it(tmp_path: Path) -> None:
+    """A Spider gold (SQLite) on a DuckDB copy: a bare column beside GROUP BY and `year >= 2014` on
+    a text column run on DuckDB only as `judge.translate` rewrites them. Generation must run the
+    gold that way too, or no candidate runs it and the case silently gets no neighbours."""
+    duckdb = pytest.importorskip("duckdb")
+    source = tmp_path / "concerts.duckdb"
+    connection = duckdb.connect(str(source))
+    connection.execute("CREATE TABLE concert(concert_id INTEGER PRIMARY KEY, concert_name VARCHAR NOT NULL, year VARCHAR)")
+    connection.execute("CREATE TABLE singer_in_concert(concert_id INTEGER REFERENCES concert(concert_id), singer_id INTEGER)")
+    connection.execute("INSERT INTO concert VALUES (1, 'Auditions', '2014'), (2, 'Super bootcamp', '2014'), (3, 'Home Visits', '2015')")
+    connection.execute("INSERT INTO singer_in_concert VALUES (1, 2), (1, 3), (2, 3), (3, 5), (3, 6)")
+    connection.close()
+    gold = ("SELECT T2.concert_name, count(*) FROM singer_in_concert AS T1 JOIN concert AS T2 ON T1.concert_id = T2.concert_id"
+            " WHERE T2.year >= 2014 GROUP BY T2.concert_id")
+    found = neighbours_for(source, [gold], 3, cache_dir=tmp_path / "cache", dialect="sqlite", kind="duckdb")
+    assert found, "no neighbour: the gold ran on no candidate"
+
+
 @pytest.mark.parametrize("wrong", [
     "SELECT title FROM publication WHERE year > 2000 ORDER BY citation_num DESC LIMIT 2",
     "SELECT title FROM publication WHERE year > 2000 ORDER BY pid DESC LIMIT 1",

@@ -1,6 +1,10 @@
 """Judging beyond one database: a prediction right on the case's database by accident fails on a
 database that tells it apart (a folder of databases, as the official test-suite layout has, or
-generated neighbours); equivalent predictions pass on all of them; reports say both accuracies."""
+generated neighbours); equivalent predictions pass on all of them; reports say both accuracies.
+
+xdist equivalence of neighbour verdicts is checked once, in
+`test_plugin_core.py::test_json_report_identical_with_and_without_xdist` (its suite holds `ACCIDENTS`
+and three cases checked on the same neighbours: one caught, one fragile pass)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from helpers import make_shop, read_report, without_timings, write_suite
+from helpers import make_shop, read_report, write_suite
 from pytest_nl2sql.cases.read import Case
 from pytest_nl2sql.judge import on_neighbours
 from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
@@ -190,18 +194,6 @@ def test_the_neighbours_case_key_overrides_the_run(pytester: pytest.Pytester) ->
     pytester.runpytest("--nl2sql-neighbours=0").assert_outcomes(failed=1)
 
 
-def test_neighbour_verdicts_are_the_same_under_xdist(pytester: pytest.Pytester) -> None:
-    make_shop(pytester.path)
-    write_suite(pytester.path, ACCIDENTS * 1 + [{"id": f"count-{n}", "gold": "SELECT count(*) FROM item WHERE price > 1",
-                                                 "predicted": "SELECT count(id) FROM item WHERE price > 1"} for n in range(3)],
-                database="shop.sqlite")
-    pytester.runpytest("--nl2sql-report=json:one.json")
-    pytester.runpytest("-n", "2", "--nl2sql-report=json:two.json")
-    one, two = (without_timings(read_report(pytester.path / name)) for name in ("one.json", "two.json"))
-    assert one == two
-    assert one["summary"]["neighbours"]["caught"] == 1 and one["summary"]["fragile"] == 1
-
-
 @pytest.mark.parametrize(("predicted", "verdict", "neighbours"), [
     # all the tied rows: right under one reading of the gold; that database is not counted
     ("SELECT name FROM item WHERE price = (SELECT max(price) FROM item)", Verdict.PASS, {"checked": 1, "failed": 0}),
@@ -224,3 +216,21 @@ def test_a_database_where_the_gold_is_not_determined_counts_only_certain_failure
 def _counts(neighbours: dict[str, Any] | None) -> dict[str, int] | None:
     """The JSON item's databases checked and failed (its counterexample is tested on its own)."""
     return None if neighbours is None else {"checked": neighbours["checked"], "failed": neighbours["failed"]}
+
+
+def test_a_right_prediction_checked_on_no_neighbour_says_so(pytester: pytest.Pytester) -> None:
+    """When no candidate database runs the gold, the case has no neighbours: the item says why
+    (`extra.neighbours_off`) and the summary counts it, rather than pass as if it were checked."""
+    make_shop(pytester.path)
+    pytester.makeconftest("""
+        from pytest_nl2sql.neighbours import cache
+
+        cache.NeighbourCache.neighbours_for = lambda self, *args, **kwargs: ()  # generation made none
+    """)
+    write_suite(pytester.path, [{"id": "right", "gold": "SELECT 1", "predicted": "SELECT 2 - 1"},
+                                {"id": "wrong", "gold": "SELECT 1", "predicted": "SELECT 2"}], database="shop.sqlite")
+    result = pytester.runpytest_subprocess("--nl2sql-report=json:r.json")  # (the conftest patches a class)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*neighbour databases off for 1 right prediction: none could be generated*"])
+    items = {i["id"]: i for i in read_report(pytester.path / "r.json")["items"]}
+    assert items["right"]["neighbours"] is None and "none could be generated" in items["right"]["extra"]["neighbours_off"]

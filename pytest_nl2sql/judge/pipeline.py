@@ -436,13 +436,18 @@ class Pipeline:
         return None, wanted if generated and not self.spider_mode(case) else 0
 
     def _neighbours_off(self, case: Case, engine: Engine) -> str | None:
-        """Why a case that wants neighbours cannot have any on its engine (None: it can, or wants
-        none): a SQLAlchemy URL's database is not copied, since no local engine is known to mean
-        what the warehouse means. Said once per engine as a warning, and in the summary."""
+        """Why a right prediction was checked on no neighbour though its case wants some (None: it
+        was, or wants none, or a warning said why already): a SQLAlchemy URL's database is not
+        copied, since no local engine is known to mean what the warehouse means (said once per
+        engine as a warning too); or no candidate database ran the gold. In the summary."""
         wanted = case.neighbours if case.neighbours is not None else self.options.neighbours
-        if (wanted <= 0 or not case.gold or self.spider_mode(case) or getattr(engine, "path", None) is not None
-                or _server_spec(engine) is not None or self._folder(case) is not None):
+        if wanted <= 0 or not case.gold or self.spider_mode(case) or self._folder(case) is not None:
             return None
+        if getattr(engine, "path", None) is not None or _server_spec(engine) is not None:
+            source, _ = self._neighbour_source(engine)
+            if source is None or self._other_databases(case, engine, None, wanted):  # (both remembered)
+                return None  # not copied (said once per database), or checked: not faithful is said per case
+            return "none could be generated (the gold runs on none of the candidate databases)"
         reason = (f"{engine.dialect} through SQLAlchemy: its database is not copied (no local engine is known to"
                   f" mean what {engine.dialect} means)")
         if reason not in self._said_off:

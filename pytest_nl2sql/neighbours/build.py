@@ -53,13 +53,34 @@ def seeded(material: bytes, number: int) -> random.Random:
     return random.Random(int.from_bytes(digest[:16], "big"))
 
 
-def _engine_sql(sql: str, dialect: str, kind: str) -> str | None:
+def _engine_sql(sql: str, dialect: str, kind: str, schema: Schema) -> str | None:
+    """The gold as the candidates' engine runs it: for a SQLite gold on DuckDB, translated as the
+    judge translates it (`judge.translate`: SQLite's affinity, bare columns beside GROUP BY, LIKE's
+    case), or the gold that the judge runs on every neighbour would fail on every candidate here,
+    and the case would silently get none."""
     if dialect == kind:
         return sql
     try:
+        if dialect == "sqlite":
+            from pytest_nl2sql.engines.base import EngineError
+            from pytest_nl2sql.judge.translate import translate
+
+            columns = {t.name: [c.name for c in t.columns] for t in schema.tables}
+            types = {t.name: {c.name: c.declared_type for c in t.columns} for t in schema.tables}
+            try:
+                return translate(sql, dialect, _Target(kind), schema=columns, types=types)
+            except EngineError:
+                return None
         return ";\n".join(sqlglot.transpile(sql, read=dialect, write=kind))
     except (SqlglotError, RecursionError, ValueError):
         return None
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What `translate` needs of the engine it writes for, when the schema is given: its dialect."""
+
+    dialect: str
 
 
 def _source_errors(kind: str) -> tuple[type[BaseException], ...]:
@@ -118,7 +139,7 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
             return Neighbourhood((), Observed(()))
         facts = read_golds(golds, dialect, declared)
         first = parse_gold(golds[0], dialect)
-        engine_golds = [_engine_sql(g, dialect, kind) for g in golds]
+        engine_golds = [_engine_sql(g, dialect, kind, declared) for g in golds]
         if facts is None or first is None or None in engine_golds:
             return Neighbourhood((), Observed(()))
         facts = respelled(reader, declared, facts)
@@ -126,7 +147,7 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
         literals = gold_literals(facts)
         schema = observed.schema_with(declared)
         mutant_sql = mutants(first, kind)
-        computed = [(ref, sql) for ref, sql in ((ref, _engine_sql(sql, dialect, kind)) for ref, _, sql in facts.computed) if sql]
+        computed = [(ref, sql) for ref, sql in ((ref, _engine_sql(sql, dialect, kind, declared)) for ref, _, sql in facts.computed) if sql]
         order_matters = has_top_level_order_by(golds[0], dialect)
         scored: list[Scored] = []
         candidates: dict[int, Built] = {}
