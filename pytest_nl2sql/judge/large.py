@@ -625,14 +625,23 @@ class _Judge:
 # ----------------------------------------------------------------------------- judging
 
 def judge_large(predicted_sql: str, gold_sql: str, engine: "StreamingEngine", limits: Limits, *,
-                order_matters: bool, options: CompareOptions) -> "Judgement":
-    """Judge a prediction against one gold query by streaming both (`compare_large`).
+                order_matters: bool, options: CompareOptions, in_engine: bool = True) -> "Judgement":
+    """Judge a prediction against one gold query: inside the engine where it can
+    (`in_engine.judge_in_engine`, unless `in_engine` is False), else by streaming both
+    (`compare_large`).
 
     SQL as the engine runs it (transpiled, compat-rewritten by the caller). A failing gold raises
     `GoldError`; a failing prediction is its verdict (timeout, too many rows, error), as in
     `execute.judge`; `ConnectionLost` propagates; `Unsupported` options raise `Unsupported`.
     `result` is the prediction's first rows (`SAMPLE_ROWS`), `fingerprint` None."""
     from pytest_nl2sql.judge.execute import Judgement, gold_error, prediction_failed  # execute.py imports this module
+
+    if in_engine:
+        from pytest_nl2sql.judge.in_engine import judge_in_engine  # it imports this module
+
+        judged = judge_in_engine(predicted_sql, gold_sql, engine, limits, order_matters=order_matters, options=options)
+        if judged is not None:
+            return judged
 
     @contextmanager
     def gold() -> Iterator[BatchStream]:
