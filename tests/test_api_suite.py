@@ -41,10 +41,11 @@ def test_the_api_gives_the_json_report_of_a_pytest_run(examples: pytest.Pytester
     model = module.pytest_nl2sql_predict  # the example's stand-in model
     examples.makeconftest("from example_model import pytest_nl2sql_predict\n")
     shutil.copy(EXAMPLES / "conftest.py", examples.path / "example_model.py")
-    examples.runpytest(suite, "--nl2sql-timeout=2", "--nl2sql-report=json:r.json")
+    # the example's runaway query times out either way (pred_timeout): half a second, not the ini's 2 s
+    examples.runpytest(suite, "--nl2sql-timeout=0.5", "--nl2sql-report=json:r.json")
     from_pytest = read_report(examples.path / "r.json")
     monkeypatch.chdir(examples.path)
-    from_api = evaluate_suite(suite, predict=model, timeout=2)
+    from_api = evaluate_suite(suite, predict=model, timeout=0.5)
     assert _comparable(json.loads(json.dumps(from_api))) == _comparable(from_pytest)
     assert {i["verdict"] for i in from_api["items"]} > {"pass"}  # a real mix of verdicts, not all passes
 
@@ -56,7 +57,7 @@ def test_the_api_runs_where_pytest_cannot_be_imported(tmp_path: Path) -> None:
         "import sys, json\n"
         "sys.modules['pytest'] = None; sys.modules['_pytest'] = None; sys.modules['pluggy'] = None\n"
         "from pytest_nl2sql import evaluate_suite\n"
-        "report = evaluate_suite('shop.nl2sql.yaml', timeout=2)\n"
+        "report = evaluate_suite('shop.nl2sql.yaml', timeout=0.5)\n"
         "assert not [m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest', 'pluggy') and sys.modules[m]]\n"
         "print(json.dumps(report['summary']['total']), json.dumps(sorted({i['verdict'] for i in report['items']})))\n"
     )

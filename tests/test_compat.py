@@ -88,7 +88,7 @@ class TestDistinct:
         texts = [line.split("\t")[0].strip() for line in (spider_dir / "dev_gold.sql").read_text().splitlines() if line]
         for path in sorted((spider_dir / "predictions").glob("*.sql")):
             texts += [line.strip() for line in path.read_text().splitlines() if line.strip()]
-        for sql in texts:
+        for sql in dict.fromkeys(texts):  # each distinct text once (a third of them repeat another)
             official = "".join(t.value for t in sqlparse.parse(sql)[0].flatten() if t.value.lower() != "distinct")
             assert remove_distinct(sql).rstrip() == official.rstrip(), sql
 

@@ -3,10 +3,14 @@ sqlglot that `pyproject.toml` admits (installed beside this environment's, ahead
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -25,16 +29,35 @@ def _floors() -> dict[str, str]:
     return floors
 
 
-def test_the_example_suites_run_on_the_declared_minimum_pytest_and_sqlglot(tmp_path: Path) -> None:
-    floors = _floors()
-    wanted = [f"pytest=={floors['pytest']}", f"sqlglot=={floors['sqlglot']}"]
-    target = tmp_path / "floor"
+def _installed(wanted: list[str], request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A folder holding `wanted`, installed by pip; kept in pytest's cache, keyed by the versions and
+    this Python, so that a later run does not fetch and install them again (the versions are still
+    checked below). Built under a temporary name and renamed into place: never half a folder."""
+    cache = getattr(request.config, "cache", None)  # None with -p no:cacheprovider
+    home = tmp_path if cache is None else cache.mkdir("dependency-floors")
+    key = hashlib.sha256(json.dumps([wanted, sys.version, sys.platform]).encode()).hexdigest()[:16]
+    target = home / key
+    if target.is_dir():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=home))
     install = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", str(target), *wanted],
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", str(staging), *wanted],
         capture_output=True, text=True, timeout=300,
     )
     if install.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
         pytest.skip(f"cannot install {' '.join(wanted)} from the package index: {install.stderr.strip()[-300:]}")
+    try:
+        os.replace(staging, target)
+    except OSError:  # another run put it there first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def test_the_example_suites_run_on_the_declared_minimum_pytest_and_sqlglot(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    floors = _floors()
+    wanted = [f"pytest=={floors['pytest']}", f"sqlglot=={floors['sqlglot']}"]
+    target = _installed(wanted, request, tmp_path)
     suites = tmp_path / "example_suites"
     shutil.copytree(ROOT / "example_suites", suites)
     env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}

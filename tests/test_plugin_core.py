@@ -185,11 +185,39 @@ def test_db_id_layout_and_db_dir_option(pytester: pytest.Pytester) -> None:
     assert read_report(pytester.path / "r.json")["items"][0]["database"] == "shop"
 
 
+# The xdist run below also holds the cases whose xdist equivalence other files leave to it (one
+# pair of runs instead of one per feature): result files, soft scores and near misses (those of
+# test_result_files.py), and neighbour verdicts, a counterexample and a fragile pass (the accidental
+# passes of test_neighbours_judging.py, and three cases checked on the same neighbours); and it
+# shows `--tb=line` under xdist (test_plugin_ux.py tests the traceback styles without it).
+OFFICE = "SELECT name, price FROM item WHERE category = 'office'"
+RESULT_FILE_CASES = [
+    {"id": "wide", "gold": OFFICE, "predicted_result": "results/wide.csv"},
+    {"id": "order", "gold": "SELECT name FROM item ORDER BY price", "predicted": "SELECT name FROM item ORDER BY price DESC"},
+    {"id": "pass", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) AS n FROM item"},
+    {"id": "error", "gold": "SELECT 1", "predicted": "SELECT nope"},
+]
+NEIGHBOUR_CASES = [
+    # the shop's names are all distinct and no price sits on 2.5: the real data hides both mistakes
+    {"id": "distinct", "gold": "SELECT DISTINCT name FROM item", "predicted": "SELECT name FROM item"},
+    {"id": "boundary", "gold": "SELECT name FROM item WHERE price >= 2.5", "predicted": "SELECT name FROM item WHERE price > 2.5"},
+    {"id": "rewrite", "gold": "SELECT name FROM item WHERE price >= 2.5",
+     "predicted": "select i.\"name\" from item as i where not (i.price < 2.5)"},
+] + [{"id": f"count-{n}", "gold": "SELECT count(*) FROM item WHERE price > 1",
+      "predicted": "SELECT count(id) FROM item WHERE price > 1"} for n in range(3)]
+
+
 def test_json_report_identical_with_and_without_xdist(shop: pytest.Pytester) -> None:
     write_suite(shop.path, CASES * 1, database="shop.sqlite")
+    (shop.path / "results").mkdir()
+    (shop.path / "results" / "wide.csv").write_text("name,price,category\npen,1.5,office\nink,3,office\npad,2,office\n")
+    write_suite(shop.path, RESULT_FILE_CASES, name="results.nl2sql.yaml", database="shop.sqlite")
+    write_suite(shop.path, NEIGHBOUR_CASES, name="neighbours.nl2sql.yaml", database="shop.sqlite")
     reports = []
     for args in ([], ["-n", "2"]):
-        shop.runpytest(*args, "--nl2sql-report=json:r.json")
+        # a deselected case, too; and --tb=line, whose one line per failure must come from the workers
+        result = shop.runpytest(*args, "-k", "not count-2", "--tb=line", "--nl2sql-report=json:r.json")
+        result.stdout.fnmatch_lines(["*shop.nl2sql.yaml:*: nl2sql case cheap * mismatch (row count)"])
         data = read_report(shop.path / "r.json")
         for item in data["items"]:
             item.pop("latency"), item.pop("execution_time")  # timings differ between any two runs
@@ -197,6 +225,16 @@ def test_json_report_identical_with_and_without_xdist(shop: pytest.Pytester) -> 
         data.pop("run")  # when and how long: differs between any two runs
         reports.append(data)
     assert reports[0] == reports[1]
+    items = {(i["file"], i["id"]): i for i in reports[0]["items"]}
+    assert len(items) == len(CASES) + len(RESULT_FILE_CASES) + len(NEIGHBOUR_CASES) - 1
+    assert ("neighbours.nl2sql.yaml", "count-2") not in items and ("neighbours.nl2sql.yaml", "count-1") in items
+    # what the new fields hold, so that their equality above means something
+    assert items["results.nl2sql.yaml", "order"]["near_miss"] == "order_only"
+    assert items["results.nl2sql.yaml", "wide"]["predicted_result"] and items["results.nl2sql.yaml", "wide"]["soft_scores"]
+    assert reports[0]["summary"]["soft_scores"] and reports[0]["summary"]["near_miss"]
+    # ... and the neighbours: one mistake caught on a neighbour, one fragile pass
+    assert reports[0]["summary"]["neighbours"]["caught"] == 1 and reports[0]["summary"]["fragile"] == 1
+    assert items["neighbours.nl2sql.yaml", "boundary"]["reason"] == "neighbour database"
 
 
 def test_without_xdist_plugin(shop: pytest.Pytester) -> None:

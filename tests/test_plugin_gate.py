@@ -327,15 +327,18 @@ def test_example_suites_gate(pytester: pytest.Pytester) -> None:
     assert "broken-gold" not in result.stdout.str()
     assert "predictor_error 1" in result.stdout.str() and "prediction latency" in result.stdout.str()  # the model is in the loop
 
+    # the first run had the committed settings; the runaway query need not spend their 2 s again to
+    # time out (pred_timeout, a known failure in the baseline, either way)
+    quick = "--nl2sql-timeout=0.5"
     suite.write_text(original.replace("predicted: SELECT count(id) FROM customer", "predicted: SELECT count(id) - 1 FROM customer"))
-    broken = pytester.runpytest("example_suites")
+    broken = pytester.runpytest("example_suites", quick)
     assert broken.ret == pytest.ExitCode.TESTS_FAILED
     assert broken.parseoutcomes()["failed"] == 1
     broken.stdout.fnmatch_lines(["1 regression:", "  shop.nl2sql.yaml::count-customers",
                                  "FAILED example_suites/shop.nl2sql.yaml::count-customers*"])
 
     suite.write_text(original)
-    assert pytester.runpytest("example_suites").ret == pytest.ExitCode.OK
+    assert pytester.runpytest("example_suites", quick).ret == pytest.ExitCode.OK
 
     error = pytester.runpytest("example_suites/broken")
     error.assert_outcomes(errors=1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 
 import pytest
 
@@ -29,6 +28,8 @@ HOSTILE = [
 
 
 def test_hostile_predictions_are_contained(pytester: pytest.Pytester) -> None:
+    """Under xdist (`-n 2`); and a prediction holding a lone surrogate (legal in JSON)
+    keeps its item and verdict: a report that cannot travel to the controller would make it vanish."""
     db = make_shop(pytester.path)
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     files_before = sorted(p.name for p in pytester.path.iterdir())
@@ -42,21 +43,30 @@ def test_hostile_predictions_are_contained(pytester: pytest.Pytester) -> None:
     # two rounds in one file and a third in another: state left by one round would show in the next
     write_suite(pytester.path, [{**c, "id": f"{r}-{c['id']}"} for r in ("one", "two") for c in cases], database="shop.sqlite")
     write_suite(pytester.path, cases, name="again.nl2sql.yaml", database="shop.sqlite")
+    # a prediction holding a lone surrogate, from a predictions file (keyed by id: the other cases keep theirs)
+    write_suite(pytester.path, [{"id": i, "gold": "SELECT 1"} for i in "abc"], name="lone.nl2sql.yaml", database="shop.sqlite")
+    (pytester.path / "p.jsonl").write_text('{"id": "a", "predicted": "SELECT 1"}\n{"id": "b", "predicted": "SELECT \\ud800"}\n'
+                                           '{"id": "c", "predicted": "SELECT 1"}\n')
     # the sentinels compare with constants true of this database only: no neighbour databases
-    result = pytester.runpytest("-n", "2", "--nl2sql-timeout=1", "--nl2sql-max-rows=1000", "--nl2sql-neighbours=0",
-                                "--nl2sql-report=json:r.json")
+    result = pytester.runpytest("-n", "2", "--nl2sql-timeout=0.5", "--nl2sql-max-rows=1000", "--nl2sql-neighbours=0",
+                                "--nl2sql-predictions=p.jsonl", "--nl2sql-report=json:r.json", "--nl2sql-report=md:r.md")
     items = read_report(pytester.path / "r.json")["items"]
+    lone = {i["id"]: i for i in items if i["file"] == "lone.nl2sql.yaml"}
+    assert sorted(lone) == ["a", "b", "c"] and lone["b"]["verdict"] == "pred_error"
+    assert lone["a"]["verdict"] == lone["c"]["verdict"] == "pass"
     by_verdict: dict[str, set[str]] = {}
     for item in items:
-        by_verdict.setdefault(item["verdict"], set()).add(item["predicted"])
+        if item["file"] != "lone.nl2sql.yaml":
+            by_verdict.setdefault(item["verdict"], set()).add(item["predicted"])
     assert by_verdict["pass"] == {"SELECT count(*) FROM item", "SELECT name FROM item ORDER BY id", "SELECT 4"}
     assert by_verdict.get("pred_timeout") == {HOSTILE[12]}
     assert by_verdict.get("too_many_rows") == {HOSTILE[14]}
     assert by_verdict.get("pred_error") == set(HOSTILE) - {HOSTILE[12], HOSTILE[14]}
-    result.assert_outcomes(passed=9, failed=3 * len(HOSTILE))
+    result.assert_outcomes(passed=9 + 2, failed=3 * len(HOSTILE) + 1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     created = {p.name for p in pytester.path.iterdir()} - set(files_before)
-    assert created <= {"shop.nl2sql.yaml", "again.nl2sql.yaml", "r.json", ".pytest_cache"}
+    assert created <= {"shop.nl2sql.yaml", "again.nl2sql.yaml", "lone.nl2sql.yaml", "p.jsonl", "r.json", "r.md", ".pytest_cache"}
     assert not (pytester.path / "stolen.sqlite").exists() and not (pytester.path / "copy.sqlite").exists()
 
 
@@ -79,22 +89,6 @@ def test_hostile_text_is_shown_not_obeyed(pytester: pytest.Pytester) -> None:
         text = (pytester.path / name).read_text()
         assert "\x1b" not in text and "\u202e" not in text, name
         assert not [line for line in text.splitlines() if line.lstrip().startswith(("::", "##["))], name
-
-
-def test_a_lone_surrogate_in_a_prediction_loses_no_case_under_xdist(pytester: pytest.Pytester) -> None:
-    """The case whose prediction holds a lone surrogate (legal in JSON) keeps its item and verdict
-    with `-n 2`: a report that cannot travel to the controller would make it vanish."""
-    from helpers import make_shop, write_suite
-
-    make_shop(pytester.path)
-    write_suite(pytester.path, [{"id": i, "gold": "SELECT 1"} for i in "abc"], database="shop.sqlite")
-    (pytester.path / "p.jsonl").write_text('{"id": "a", "predicted": "SELECT 1"}\n{"id": "b", "predicted": "SELECT \\ud800"}\n'
-                                           '{"id": "c", "predicted": "SELECT 1"}\n')
-    result = pytester.runpytest("-n", "2", "--nl2sql-predictions=p.jsonl", "--nl2sql-report=json:r.json", "--nl2sql-report=md:r.md")
-    result.assert_outcomes(passed=2, failed=1)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    items = {i["id"]: i for i in json.loads((pytester.path / "r.json").read_text())["items"]}
-    assert sorted(items) == ["a", "b", "c"] and items["b"]["verdict"] == "pred_error"
 
 
 def test_a_password_in_a_case_s_database_url_is_shown_nowhere(pytester: pytest.Pytester) -> None:

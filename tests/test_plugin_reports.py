@@ -18,7 +18,7 @@ import openpyxl
 import pytest
 import yaml
 
-from helpers import make_shop, read_report, write_suite
+from helpers import make_shop, read_report, without_timings, write_suite
 from pytest_nl2sql.metrics.summary import accuracy_name
 
 SQL_CASES = [
@@ -208,16 +208,20 @@ def _last_column(header: list[str]) -> str:
 
 def test_reports_do_not_depend_on_xdist(mixed: pytest.Pytester) -> None:
     """The csv (every item's fields) and the xlsx cells are identical with and without `-n 2`,
-    but for when each run started (two runs may straddle a second)."""
-    def run(*args: str) -> tuple[list[dict[str, str]], list[list[Any]]]:
-        mixed.runpytest(*args, "--nl2sql-report=csv:r.csv", "--nl2sql-report=xlsx:r.xlsx")
+    but for when each run started (two runs may straddle a second); so is the JSON report but for
+    its timings: the xdist equivalence of term-selection cases, checked once, here."""
+    def run(*args: str) -> tuple[list[dict[str, str]], list[list[Any]], dict[str, Any]]:
+        mixed.runpytest(*args, "--nl2sql-report=csv:r.csv", "--nl2sql-report=xlsx:r.xlsx", "--nl2sql-report=json:r.json")
         wb = openpyxl.load_workbook(mixed.path / "r.xlsx")
         cells = [[c.value for c in row] for ws in wb for row in ws.iter_rows() if row[0].value != "started"]
         with open(mixed.path / "r.csv", newline="") as handle:
             rows = [{k: v for k, v in row.items() if k != "run_started"} for row in csv.DictReader(handle)]
-        return rows, cells
+        return rows, cells, without_timings(read_report(mixed.path / "r.json"))
 
-    assert run() == run("-n", "2")
+    plain = run()
+    assert plain == run("-n", "2")
+    assert [i["kind"] for i in plain[2]["items"]].count("term_selection") == 2  # both term-selection cases ran
+    assert plain[2]["summary"]["term_selection"]["macro_precision"] == pytest.approx(5 / 6)
 
 
 def test_default_report_paths_are_relative_to_the_invocation_dir(mixed: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

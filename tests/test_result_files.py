@@ -3,7 +3,9 @@
 `predicted_result: PATH` on a case and `--nl2sql-predictions=DIR` of `<id>.csv` results are compared
 like the results of predicted SQL and count in the accuracy; CSV cells are typed. The JSON report
 carries `soft_scores` and `near_miss` per item and their means and counts in the summary; a failure
-names its near miss. xdist equivalence of the new fields is checked once, here.
+names its near miss. xdist equivalence of the new fields is checked once, in
+`test_plugin_core.py::test_json_report_identical_with_and_without_xdist` (its suite holds these
+result-file, near-miss and soft-score cases).
 """
 
 from __future__ import annotations
@@ -194,24 +196,6 @@ def test_a_bad_synonym_map_is_an_invalid_case(tmp_path: Path) -> None:
                        database="shop.sqlite")
     (entry,) = load_case_file(path)
     assert "one word" in entry.message
-
-
-def test_new_fields_identical_with_and_without_xdist(shop: pytest.Pytester) -> None:
-    write(shop.path / "results" / "wide.csv", "name,price,category\npen,1.5,office\nink,3,office\npad,2,office\n")
-    write_suite(shop.path, [
-        {"id": "wide", "gold": OFFICE, "predicted_result": "results/wide.csv"},
-        {"id": "order", "gold": "SELECT name FROM item ORDER BY price", "predicted": "SELECT name FROM item ORDER BY price DESC"},
-        {"id": "pass", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) AS n FROM item"},
-        {"id": "error", "gold": "SELECT 1", "predicted": "SELECT nope"},
-    ], database="shop.sqlite")
-    reports = []
-    for args in ([], ["-n", "2"]):
-        shop.runpytest(*args, "--nl2sql-report=json:r.json")
-        data = read_report(shop.path / "r.json")
-        reports.append(([(i["id"], i["soft_scores"], i["near_miss"], i["predicted_result"]) for i in data["items"]],
-                        data["summary"]["soft_scores"], data["summary"]["near_miss"]))
-    assert reports[0] == reports[1]
-    assert reports[0][0][1][2] == "order_only"
 
 
 def test_a_result_file_is_capped_before_it_is_held(tmp_path: Path) -> None:
