@@ -1,22 +1,27 @@
 """Comparing results too big for memory (issues 11 and 20): CPU time and peak memory of `judge_large`
 on results of 1,000,000 and 2,000,000 rows, compared inside the engine (`judge/in_engine.py`) and
-streamed through Python (`judge/large.py`, its fallback), side by side, on SQLite, DuckDB and
-PostgreSQL.
+streamed through Python (`judge/large.py`, its fallback), side by side, on SQLite, DuckDB,
+PostgreSQL and MariaDB.
 
 Each (engine, size, method) runs in a fresh subprocess, so its peak RSS (`VmHWM`) is its own (the
 databases are built in another, so that this process stays small: a child's `ru_maxrss` counts
 what it inherited); the database worker's peak (a child of that subprocess, reaped before its
 `ru_maxrss` is read) is shown beside it, and for PostgreSQL the server backend's (`VmHWM`; the
 server is on this machine, and its shared buffers count as they are touched). CPU is this
-process's plus its workers' (read from /proc around each comparison), plus the PostgreSQL backend's.
+process's plus its workers' (read from /proc around each comparison), plus the PostgreSQL backend's,
+or the whole MariaDB server's (`mariadbd`, one process of threads: any other client's work on it
+counts too). For MariaDB the server column is how far the comparisons raised the server's own peak
+RSS (`VmHWM` after minus before: its buffer pool is allocated once, sorts and temporary tables come
+and go).
 Per size: an equal result (columns permuted, rows reversed) compared with the gold, and the same
 result with one value changed, whose diff must show that one row as missing and extra. The
 prediction calls `instr()` (`strpos()` on PostgreSQL), so on SQLite it runs in the worker process.
 
-PostgreSQL needs the loopback server (127.0.0.1:5432, trust auth, database `test`): a database of
-its own is made for the run and dropped after it; the engine is skipped when the server is absent.
+PostgreSQL needs the loopback server (127.0.0.1:5432, trust auth, database `test`), MariaDB its own
+(127.0.0.1:3306, root without a password): a database of its own is made for the run and dropped
+after it; an engine is skipped when its server is absent. The MariaDB prediction calls `instr()` too.
 
-    python benchmarks/large_results.py [--sizes 1000000 2000000] [--engines sqlite duckdb postgres]
+    python benchmarks/large_results.py [--sizes 1000000 2000000] [--engines sqlite duckdb postgres mariadb]
                                        [--methods in-engine streamed]
 """
 
@@ -42,6 +47,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 GOLD = "SELECT id, name, grp FROM t"
 EQUAL = "SELECT grp, id, name FROM t WHERE instr(name, 'x') = 0 ORDER BY id DESC"
 PG_HOST = "127.0.0.1:5432"
+MY_HOST, MY_PORT = "127.0.0.1", 3306
+
+
+def _mariadb_admin() -> Any:
+    import pymysql
+
+    return pymysql.connect(host=MY_HOST, port=MY_PORT, user="root", password="", autocommit=True)
 
 
 def build(engine: str, rows: int, folder: Path) -> str:
@@ -66,6 +78,20 @@ def build(engine: str, rows: int, folder: Path) -> str:
             conn.execute(f"INSERT INTO t SELECT g, 'name' || (g * 7 % 100003), g % 10 FROM generate_series(0, {rows - 1}) g")
             conn.execute("VACUUM ANALYZE t")
         return url
+    if engine == "mariadb":
+        name = f"nl2sql_bench_{uuid.uuid4().hex[:10]}"
+        admin = _mariadb_admin()
+        try:
+            with admin.cursor() as cursor:
+                cursor.execute(f"CREATE DATABASE `{name}`")
+                cursor.execute(f"USE `{name}`")
+                cursor.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT, grp INTEGER)")
+                cursor.execute("INSERT INTO t SELECT seq, CONCAT('name', seq * 7 % 100003), seq % 10"
+                               f" FROM seq_0_to_{rows - 1}")  # the Sequence engine's table of 0 .. rows - 1
+                cursor.execute("ANALYZE TABLE t")
+        finally:
+            admin.close()
+        return f"mysql://root@{MY_HOST}:{MY_PORT}/{name}"
     import duckdb
 
     path = folder / f"large_{rows}.duckdb"
@@ -82,6 +108,13 @@ def drop(engine: str, where: str) -> None:
 
         with psycopg.connect(f"postgresql://postgres@{PG_HOST}/test", autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{where.rsplit("/", 1)[1]}" WITH (FORCE)')
+    elif engine == "mariadb":
+        admin = _mariadb_admin()
+        try:
+            with admin.cursor() as cursor:
+                cursor.execute(f"DROP DATABASE IF EXISTS `{where.rsplit('/', 1)[1]}`")
+        finally:
+            admin.close()
     else:
         Path(where).unlink()
 
@@ -136,6 +169,30 @@ class _Backends:
         return max(map(_peak_mib, self.pids()), default=0.0)
 
 
+class _MariadbServer:
+    """The MariaDB server process (`mariadbd`, or `mysqld`), on this machine: its CPU and peak."""
+
+    def __init__(self) -> None:
+        found = [int(entry.name) for entry in Path("/proc").iterdir()
+                 if entry.name.isdigit() and _comm(entry) in ("mariadbd", "mysqld")]
+        self.pid = found[0] if len(found) == 1 else None
+        self.start_peak = _peak_mib(self.pid) if self.pid else 0.0
+
+    def pids(self) -> list[int]:
+        return [self.pid] if self.pid else []
+
+    def peak_mib(self) -> float | None:
+        """How far the server's peak RSS rose since this object was made (None: no server seen)."""
+        return round(_peak_mib(self.pid) - self.start_peak, 1) if self.pid else None
+
+
+def _comm(entry: Path) -> str:
+    try:
+        return (entry / "comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def measure(engine_name: str, where: str, rows: int, method: str) -> dict:
     """In the fresh subprocess: the two comparisons, their CPU and wall times, the peaks."""
     from pytest_nl2sql.engines import worker
@@ -144,7 +201,7 @@ def measure(engine_name: str, where: str, rows: int, method: str) -> dict:
     from pytest_nl2sql.judge.large import judge_large
 
     equal = EQUAL
-    backends = None
+    backends: Any = None
     if engine_name == "sqlite":
         from pytest_nl2sql.engines.sqlite import SqliteEngine
 
@@ -153,6 +210,11 @@ def measure(engine_name: str, where: str, rows: int, method: str) -> dict:
         from pytest_nl2sql.engines.duckdb import DuckdbEngine
 
         engine = DuckdbEngine(Path(where))
+    elif engine_name == "mariadb":
+        from pytest_nl2sql.engines import open_engine
+
+        engine = open_engine(where)
+        backends = _MariadbServer()
     else:
         from pytest_nl2sql.engines import open_engine
 
@@ -200,6 +262,16 @@ def _postgres_reachable() -> bool:
     return True
 
 
+def _mariadb_reachable() -> bool:
+    if importlib.util.find_spec("pymysql") is None:
+        return False
+    try:
+        socket.create_connection((MY_HOST, MY_PORT), timeout=3).close()
+    except OSError:
+        return False
+    return True
+
+
 def _in_child(*args: str) -> str:
     """The last line this script prints when run with `args` (building, dropping: not in this process)."""
     result = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=True)
@@ -209,7 +281,7 @@ def _in_child(*args: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 2_000_000])
-    parser.add_argument("--engines", nargs="+", default=["sqlite", "duckdb", "postgres"])
+    parser.add_argument("--engines", nargs="+", default=["sqlite", "duckdb", "postgres", "mariadb"])
     parser.add_argument("--methods", nargs="+", default=["in-engine", "streamed"], choices=["in-engine", "streamed"])
     parser.add_argument("--child", nargs=4, metavar=("ENGINE", "WHERE", "ROWS", "METHOD"), help=argparse.SUPPRESS)
     parser.add_argument("--build", nargs=3, metavar=("ENGINE", "FOLDER", "ROWS"), help=argparse.SUPPRESS)
@@ -231,6 +303,8 @@ def main() -> None:
             print("duckdb: skipped (the duckdb package is not installed)")
         elif engine == "postgres" and not _postgres_reachable():
             print(f"postgres: skipped (no server at {PG_HOST} database test)")
+        elif engine == "mariadb" and not _mariadb_reachable():
+            print(f"mariadb: skipped (no server at {MY_HOST}:{MY_PORT}, or PyMySQL is not installed)")
         else:
             engines.append(engine)
     print(f"{'engine':8} {'rows':>9} {'method':9} {'equal cpu/wall s':>16} {'1-value cpu/wall s':>18}"
@@ -244,7 +318,8 @@ def main() -> None:
                         r = json.loads(_in_child("--child", engine, where, str(rows), method))
                         assert r["equal_verdict"] == "pass", r
                         assert r["one_value_verdict"] == "mismatch" and r["counts"] == [1, 1], r
-                        server = f"{r['server_peak_rss_mib']:>4} MiB" if r["server_peak_rss_mib"] else "      -"
+                        peak = r["server_peak_rss_mib"]
+                        server = "      -" if peak is None else f"{'+' if engine == 'mariadb' else ''}{peak:>4} MiB"
                         print(f"{engine:8} {rows:>9} {method:9} {r['equal_cpu']:>7} /{r['equal_seconds']:>7}"
                               f" {r['one_value_cpu']:>8} /{r['one_value_seconds']:>8}"
                               f" {r['peak_rss_mib']:>5} MiB {r['worker_peak_rss_mib']:>3} MiB {server}"

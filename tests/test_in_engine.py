@@ -3,8 +3,8 @@ verdicts are those of the streamed comparison (`judge/large.py`), which stays th
 prediction keeps its containment when it is wrapped into the engine's query.
 
 `judge_in_engine` is called directly (it is what `judge_large` tries first); None means it left the
-case to the streamed path. SQLite and DuckDB always run; PostgreSQL when the loopback server is
-there (skipped, naming why, when it is not)."""
+case to the streamed path. SQLite and DuckDB always run; PostgreSQL and MariaDB when their loopback
+servers are there (`servers.py`; skipped, naming why, when they are not)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,46 @@ def postgres_url() -> Iterator[str]:
         yield scratch.url
 
 
-@pytest.fixture(scope="module", params=["sqlite", "duckdb", "postgres"])
+LONG = 1100  # characters: past MariaDB's max_sort_length (1024 bytes), which a sort and its groups read
+
+
+def _odd_rows() -> list[tuple[Any, ...]]:
+    """MariaDB: (id, s, w, f, d, u, dt, tm, b, bits, e, j, long_text); b3 BINARY(3) and b4 BINARY(4) are b."""
+    return [
+        (1, "a", "é", 0.1, 0.1, 2**64 - 1, "2020-01-01 10:00:00", "10:00:00", b"a", 1, "x", '{"a": 1}', "x" * LONG + "a"),
+        (2, "a ", "e", 123456789.0, 123456789.0, 2**63, "0000-00-00 00:00:00", "-01:00:00", b"a ", 2, "y", "[1]",
+         "x" * LONG + "b"),
+        (3, "A", "É", 16777217.0, 16777217.0, 0, None, "838:59:59", b"a\0", 3, None, None, "x" * LONG + "a"),
+        (4, "ß", "E", None, -0.0, 3, "2020-01-01 10:00:00", None, None, None, "x", "{}", None),
+    ]
+
+
+@pytest.fixture(scope="module")
+def mariadb_url() -> Iterator[str]:
+    from servers import mariadb_database
+
+    def text(value: Any) -> str:
+        if value is None:
+            return "NULL"
+        if isinstance(value, bytes):
+            return "X'" + value.hex() + "'"
+        return "'" + str(value).replace("'", "''") + "'" if isinstance(value, str) else repr(value)
+
+    rows = ", ".join(f"({', '.join(map(text, row))})" for row in _rows())
+    odd = ", ".join(f"({', '.join(map(text, row))})" for row in _odd_rows())
+    # the server's default collation: case- and accent-blind, trailing spaces ignored
+    sql = ("CREATE TABLE t (id BIGINT, name VARCHAR(20), grp INTEGER, score DOUBLE, note VARCHAR(10));"
+           f" INSERT INTO t VALUES {rows};"
+           "CREATE TABLE odd (id INT PRIMARY KEY, s VARCHAR(20) COLLATE utf8mb4_bin, w VARCHAR(20), f FLOAT, d DOUBLE,"
+           " u BIGINT UNSIGNED, dt DATETIME, tm TIME, b VARBINARY(8), bits BIT(8), e ENUM('x', 'y'), j JSON,"
+           " long_text TEXT, b3 BINARY(3), b4 BINARY(4));"
+           f" INSERT INTO odd (id, s, w, f, d, u, dt, tm, b, bits, e, j, long_text) VALUES {odd};"
+           " UPDATE odd SET b3 = b, b4 = b")
+    with mariadb_database("nl2sql_ie", sql) as scratch:
+        yield scratch.url
+
+
+@pytest.fixture(scope="module", params=["sqlite", "duckdb", "postgres", "mariadb"])
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if request.param == "sqlite":
         opened = _sqlite(tmp_path_factory.mktemp("ie-sqlite"))
@@ -88,7 +127,16 @@ def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     else:
         from pytest_nl2sql.engines import open_engine
 
-        opened = open_engine(request.getfixturevalue("postgres_url"))
+        opened = open_engine(request.getfixturevalue(f"{request.param}_url"))
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(scope="module")
+def mariadb_engine(mariadb_url: str) -> Iterator[Any]:
+    from pytest_nl2sql.engines import open_engine
+
+    opened = open_engine(mariadb_url)
     yield opened
     opened.close()
 
@@ -120,9 +168,13 @@ def _same(engine: Any, pred: str, gold: str = GOLD, options: CompareOptions = EX
 
 
 def _cast(engine: Any, value: str, kind: str) -> str:
-    names = {"float": {"sqlite": "REAL", "duckdb": "DOUBLE", "postgres": "DOUBLE PRECISION"},
-             "text": {"sqlite": "TEXT", "duckdb": "VARCHAR", "postgres": "TEXT"}}
+    names = {"float": {"sqlite": "REAL", "duckdb": "DOUBLE", "postgres": "DOUBLE PRECISION", "mysql": "DOUBLE"},
+             "text": {"sqlite": "TEXT", "duckdb": "VARCHAR", "postgres": "TEXT", "mysql": "CHAR"}}
     return f"CAST({value} AS {names[kind][engine.dialect]})"
+
+
+def _concat(engine: Any, *values: str) -> str:
+    return f"CONCAT({', '.join(values)})" if engine.dialect == "mysql" else " || ".join(values)
 
 
 # -- verdicts ---------------------------------------------------------------------------------------
@@ -161,7 +213,8 @@ def test_case_differs_unless_the_case_says_to_ignore_it(engine: Any) -> None:
 
 
 def test_a_trailing_space_differs_unless_stripped(engine: Any) -> None:
-    pred = "SELECT id, name || ' ', grp, score, note FROM t"
+    spaced = _concat(engine, "name", "' '")
+    pred = f"SELECT id, {spaced}, grp, score, note FROM t"
     assert _same(engine, pred).comparison.reason == "values"
     assert _same(engine, pred, options=CompareOptions(strip_whitespace=True)).verdict is Verdict.PASS
 
@@ -254,6 +307,79 @@ def test_a_case_blind_column_is_compared_binary(sqlite_engine: SqliteEngine) -> 
     assert judged.verdict is Verdict.MISMATCH and judged.comparison.missing_count == ROWS
 
 
+# -- MariaDB's own rules ------------------------------------------------------------------------------
+
+PASS, MISMATCH = Verdict.PASS, Verdict.MISMATCH
+BLIND, STRIP = CompareOptions(case_sensitive=False), CompareOptions(strip_whitespace=True)
+
+
+@pytest.mark.parametrize(("gold", "pred", "options", "verdict"), [
+    # text: the server's collations fold case and accents and pad spaces (utf8mb4_bin pads too)
+    ("SELECT id, s FROM odd", "SELECT id, CONCAT(s, ' ') FROM odd", EXEC, MISMATCH),
+    ("SELECT id, s FROM odd", "SELECT id, CONCAT(s, ' ') FROM odd", STRIP, PASS),
+    ("SELECT s FROM odd WHERE id IN (1, 3)", "SELECT s FROM odd WHERE id IN (2, 3)", EXEC, MISMATCH),
+    ("SELECT s FROM odd WHERE id IN (1, 3)", "SELECT s FROM odd WHERE id IN (2, 3)", STRIP, PASS),
+    ("SELECT s FROM odd WHERE id = 1", "SELECT s FROM odd WHERE id = 3", EXEC, MISMATCH),
+    ("SELECT s FROM odd WHERE id = 1", "SELECT s FROM odd WHERE id = 3", BLIND, PASS),
+    ("SELECT w FROM odd WHERE id IN (1, 3)", "SELECT w FROM odd WHERE id IN (2, 4)", EXEC, MISMATCH),
+    ("SELECT w FROM odd WHERE id IN (1, 3)", "SELECT w FROM odd WHERE id IN (2, 4)", BLIND, MISMATCH),
+    ("SELECT w FROM odd WHERE id IN (1, 2)", "SELECT w FROM odd WHERE id IN (3, 4)", BLIND, PASS),
+    ("SELECT s FROM odd WHERE id = 4", "SELECT 'SS'", EXEC, MISMATCH),
+    ("SELECT s FROM odd WHERE id = 4", "SELECT 'SS'", BLIND, PASS),  # 'ß'.casefold() is 'ss'
+    ("SELECT s FROM odd", "SELECT s FROM odd ORDER BY s DESC", EXEC, PASS),
+    # integers past 2**63, signed against unsigned, against doubles and decimals
+    ("SELECT u FROM odd", "SELECT CAST(u AS DECIMAL(20, 0)) FROM odd ORDER BY id DESC", EXEC, PASS),
+    ("SELECT u FROM odd", "SELECT u - (id = 1) FROM odd", EXEC, MISMATCH),
+    ("SELECT u FROM odd", "SELECT CAST(u AS DOUBLE) FROM odd", EXEC, MISMATCH),
+    ("SELECT u FROM odd WHERE u < 100", "SELECT CAST(u AS SIGNED) FROM odd WHERE u < 100", EXEC, PASS),
+    ("SELECT u FROM odd WHERE u < 100", "SELECT CAST(u AS DOUBLE) FROM odd WHERE u < 100", EXEC, PASS),
+    # no one DECIMAL type holds both (a union would clip one): each side in a column of its own
+    ("SELECT CAST(u AS DECIMAL(65, 0)) FROM odd", "SELECT CAST(u AS DECIMAL(65, 30)) FROM odd", EXEC, PASS),
+    ("SELECT YEAR(dt) FROM odd", "SELECT CAST(YEAR(dt) AS CHAR) FROM odd", EXEC, PASS),  # numbers and their text
+    ("SELECT d FROM odd", "SELECT f * 1 FROM odd", EXEC, MISMATCH),  # FLOAT's value as a double: 0.100000001...
+    ("SELECT d FROM odd WHERE id IN (2, 4)", "SELECT CAST(d AS DECIMAL(20, 1)) FROM odd WHERE id IN (2, 4)", EXEC, PASS),
+    # text longer than max_sort_length: grouped by a hash too, or 'x..a' and 'x..b' would be one group
+    ("SELECT long_text FROM odd", f"SELECT CASE WHEN id = 3 THEN CONCAT(REPEAT('x', {LONG}), 'b') ELSE long_text END"
+     " FROM odd", EXEC, MISMATCH),
+    ("SELECT id, long_text FROM odd", "SELECT long_text, id FROM odd ORDER BY id DESC", EXEC, PASS),
+    # dates and times reach Python as text; a zero date's text has its type's fraction digits
+    ("SELECT dt FROM odd", "SELECT CAST(dt AS CHAR) FROM odd", EXEC, PASS),
+    ("SELECT dt FROM odd", "SELECT CAST(dt AS DATETIME(6)) FROM odd", EXEC, MISMATCH),
+    ("SELECT dt FROM odd WHERE id <> 2", "SELECT CAST(dt AS DATETIME(6)) FROM odd WHERE id <> 2", EXEC, PASS),
+    ("SELECT tm FROM odd", "SELECT CAST(tm AS TIME(3)) FROM odd", EXEC, PASS),
+    ("SELECT tm FROM odd", "SELECT CAST(tm AS CHAR) FROM odd", EXEC, PASS),
+    # bytes: VARBINARY, BINARY(n) (padded with zero bytes), BIT
+    ("SELECT b FROM odd", "SELECT b FROM odd ORDER BY id DESC", EXEC, PASS),
+    ("SELECT b FROM odd", "SELECT CAST(b AS BINARY(3)) FROM odd", EXEC, MISMATCH),
+    ("SELECT b3 FROM odd", "SELECT b4 FROM odd", EXEC, MISMATCH),  # a union of the two would pad b3 again
+    ("SELECT bits FROM odd", "SELECT CAST(bits AS BINARY) FROM odd", EXEC, PASS),
+    ("SELECT b FROM odd", "SELECT s FROM odd", EXEC, MISMATCH),
+    # ENUM and JSON are text
+    ("SELECT e, j FROM odd", "SELECT CAST(j AS CHAR), CAST(e AS CHAR) FROM odd", EXEC, PASS),
+    ("SELECT e FROM odd", "SELECT upper(e) FROM odd", EXEC, MISMATCH),
+])  # fmt: skip
+def test_mariadb_values(mariadb_engine: Any, gold: str, pred: str, options: CompareOptions, verdict: Verdict) -> None:
+    assert _same(mariadb_engine, pred, gold, options).verdict is verdict
+
+
+@pytest.mark.parametrize(("gold", "pred", "verdict"), [
+    ("SELECT f FROM odd", "SELECT d FROM odd", MISMATCH),  # FLOAT reaches Python rounded to 6 digits
+    ("SELECT f FROM odd WHERE id = 1", "SELECT d FROM odd WHERE id = 1", PASS),
+    ("SELECT d FROM odd", "SELECT ROUND(d, 2) FROM odd", PASS),  # fixed decimals
+    ("SELECT d FROM odd", "SELECT ROUND(d) FROM odd", MISMATCH),
+    ("SELECT ST_GeomFromText('POINT(1 1)')", "SELECT ST_GeomFromText('POINT(1 1)')", PASS),
+])  # fmt: skip
+def test_mariadb_types_it_cannot_group_are_streamed(mariadb_engine: Any, gold: str, pred: str, verdict: Verdict) -> None:
+    inside, streamed = _both(mariadb_engine, pred, gold)
+    assert inside is None and streamed.verdict is verdict
+
+
+def test_mariadb_executable_comments_are_refused(mariadb_engine: Any) -> None:
+    judged = judge_in_engine("SELECT id FROM t /*!99999 ) */", "SELECT id FROM t", mariadb_engine, LIMITS,
+                             order_matters=False, options=EXEC)
+    assert judged is not None and judged.verdict is Verdict.PRED_ERROR
+
+
 # -- the paths past the caps ---------------------------------------------------------------------------
 
 def test_many_differing_rows_past_the_cap(sqlite_engine: SqliteEngine, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -299,15 +425,22 @@ SQLITE_VALUES = st.sampled_from([
 
 # typed engines: a column has one type; values written as typed literals
 TYPED = {
-    "int": ([None, 0, 1, 3, -1, 10**15, 2**60], {"duckdb": "BIGINT", "postgres": "BIGINT"}),
+    "int": ([None, 0, 1, 3, -1, 10**15, 2**60], {"duckdb": "BIGINT", "postgres": "BIGINT", "mysql": "SIGNED"}),
     "float": ([None, 0.5, 1.0, 3.0, -0.0, 0.1 + 0.2, 0.3, 1e15, 2.0**60],
-              {"duckdb": "DOUBLE", "postgres": "DOUBLE PRECISION"}),
-    "decimal": ([None, "1.50", "0.25", "3", "-2.5"], {"duckdb": "DECIMAL(10,2)", "postgres": "NUMERIC(10,2)"}),
-    "text": ([None, "a", "A", "a ", "1", "1.0", "01", "-x", ""], {"duckdb": "VARCHAR", "postgres": "TEXT"}),
-    "date": ([None, "2020-01-01", "2021-12-31"], {"duckdb": "DATE", "postgres": "DATE"}),
+              {"duckdb": "DOUBLE", "postgres": "DOUBLE PRECISION", "mysql": "DOUBLE"}),
+    "decimal": ([None, "1.50", "0.25", "3", "-2.5"],
+                {"duckdb": "DECIMAL(10,2)", "postgres": "NUMERIC(10,2)", "mysql": "DECIMAL(10,2)"}),
+    "text": ([None, "a", "A", "a ", "1", "1.0", "01", "-x", ""], {"duckdb": "VARCHAR", "postgres": "TEXT", "mysql": "CHAR"}),
+    "date": ([None, "2020-01-01", "2021-12-31"], {"duckdb": "DATE", "postgres": "DATE", "mysql": "DATE"}),
+    # MariaDB's own: unsigned past 2**63, what its collations fold, two DATETIME precisions
+    "uint": ([None, 0, 3, 2**63, 2**64 - 1], {"mysql": "UNSIGNED"}),
+    "accent": ([None, "é", "e", "É", "E", "ß", "ss", "e "], {"mysql": "CHAR"}),
+    "datetime": ([None, "2020-01-01 10:00:00", "2020-01-01 10:00:00.5", "0000-00-00 00:00:00"], {"mysql": "DATETIME(6)"}),
+    "datetime0": ([None, "2020-01-01 10:00:00", "0000-00-00 00:00:00"], {"mysql": "DATETIME"}),
 }
 CASTS = {"int": ["float", "text", "decimal"], "float": ["text"], "decimal": ["float", "text", "int"],
-         "text": [], "date": ["text"]}
+         "text": [], "date": ["text"], "uint": ["int", "float", "text", "decimal"], "accent": [],
+         "datetime": ["text", "date", "datetime0"], "datetime0": ["text", "datetime"]}
 
 
 def _typed_literal(value: Any, type_name: str) -> str:
@@ -321,7 +454,8 @@ def cases(draw: Any, dialect: str) -> tuple[str, str, CompareOptions]:
     changed, a row dropped or repeated), columns permuted and renamed, some cast to another type."""
     width = draw(st.integers(1, 3))
     typed = dialect != "sqlite"
-    kinds = [draw(st.sampled_from(sorted(TYPED))) for _ in range(width)] if typed else [""] * width
+    own = sorted(kind for kind, (_, types) in TYPED.items() if dialect in types)
+    kinds = [draw(st.sampled_from(own)) for _ in range(width)] if typed else [""] * width
     pools = [st.sampled_from(TYPED[k][0]) if typed else SQLITE_VALUES for k in kinds]
     gold = draw(st.lists(st.tuples(*pools), max_size=8))
     pred = list(draw(st.permutations(gold)))

@@ -114,6 +114,11 @@ class MysqlEngine:
         self._charset = charset
         self._connection()  # fail now (DatabaseMissing) rather than on every case
 
+    @property
+    def is_mariadb(self) -> bool:
+        """Whether the server (as last connected) is MariaDB rather than MySQL."""
+        return self._mariadb
+
     # -- connection ---------------------------------------------------------------------------
 
     def _connect(self) -> Any:
@@ -221,6 +226,9 @@ class MysqlEngine:
                 columns, first, done, batches.more, lambda: None, limits,
                 spent=time.monotonic() - started,
             )  # fmt: skip
+            # each column's (type code, flags, character set number, length, decimals) as the
+            # server describes it: how `judge/in_engine.py` learns the types of a wrapped query
+            result.field_types = batches.field_types  # type: ignore[attr-defined]
             try:
                 yield result
             finally:
@@ -466,6 +474,7 @@ class _Batches:
         self.cursor = conn.cursor(engine._pymysql.cursors.SSCursor)
         self.open = False  # a result is on the connection and not read to its end
         self.watchdog = Watchdog(limits.timeout, lambda: None)  # the last one armed
+        self.field_types: tuple[tuple[int, int, int, int, int], ...] = ()
 
     def start(self, sql: str) -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool]:
         """Send the query and read the first batch, within the whole time limit."""
@@ -473,6 +482,8 @@ class _Batches:
         def send_and_read() -> tuple[tuple[str, ...], list[tuple[Any, ...]], bool]:
             self.cursor.execute(sql)
             self.open = True
+            fields = getattr(self.cursor._result, "fields", None) or ()
+            self.field_types = tuple((f.type_code, f.flags, f.charsetnr, f.length, f.scale) for f in fields)
             return (tuple(d[0] for d in self.cursor.description or ()), *self._batch())
 
         return self._timed(self._limits.timeout, send_and_read)

@@ -3,9 +3,10 @@
 Why: the streamed comparison (`large.py`) reads every value of both results through Python and
 hashes it, tens of seconds of CPU for 1,000,000 rows. When gold and prediction run on the same engine,
 the engine can compute their multiset difference itself, and only the differing rows need to leave
-it. `judge_in_engine` does so on SQLite, DuckDB and PostgreSQL for unordered ``exec`` comparisons
-without tolerances, and returns None (the caller streams) for anything else, or wherever it cannot
-be sure to give the verdict the comparison rules (`equality.normalise_value`) give.
+it. `judge_in_engine` does so on SQLite, DuckDB, PostgreSQL and MariaDB for unordered ``exec``
+comparisons without tolerances, and returns None (the caller streams) for anything else (MySQL
+too), or wherever it cannot be sure to give the verdict the comparison rules
+(`equality.normalise_value`) give.
 
 How:
 
@@ -13,20 +14,24 @@ How:
    to show, its own errors (a gold's raises `GoldError`, a prediction's is its verdict). Then,
    wrapped as a CTE with columns of our naming (`c0, c1, ...`: duplicate names, ORDER BY, LIMIT
    and WITH inside are fine), its row count over at most `max_rows + 1` rows (the row cap) and,
-   on DuckDB and PostgreSQL, its column types and longest value (`max_value_bytes`).
+   on DuckDB, PostgreSQL and MariaDB, its column types (MariaDB: the column metadata of the
+   wrapped query's stream, run with `LIMIT 0`) and longest value (`max_value_bytes`).
 2. Columns are paired as the samples suggest (names, shared values); one query computes the
    multiset difference under that pairing: both results unioned with a side marker (+1 gold,
    -1 prediction), grouped by every column, the groups whose markers do not sum to 0 returned with
    that sum. On SQLite and DuckDB the union is grouped in parts of about `PARTITION_BYTES`, split on
-   one column, so that the engine's memory does not grow with the result.
+   one column, so that the engine's memory does not grow with the result (PostgreSQL's grouping
+   and MariaDB's sort spill to disk).
 3. The grouping key is one under which the engine calls values equal only if the rules do: text
-   under a binary collation (`COLLATE BINARY`, `"binary"`, `"C"`), never a case-blind or
-   space-padding one; integers and decimals in one exact type per column pair (HUGEINT, DECIMAL(38,
-   s), numeric), floats as DOUBLE, integers against floats as doubles below 1e15 only (exact there,
-   and a double equal to an integer normalises to it); on SQLite, where 2**60 equals 2.0**60 (which
-   the rules' 15 digits tell apart), reals of 1e15 or more in groups of their own; other columns
-   whose kinds differ on the two sides never grouped across sides at all. A column of a type the engine compares by
-   other rules (PostgreSQL citext or char(n), JSON, lists, ...) sends the case to the streamed path.
+   under a binary collation (`COLLATE BINARY`, `"binary"`, `"C"`, `utf8mb4_nopad_bin`), never a
+   case-blind or space-padding one; integers and decimals in one exact type per column pair
+   (HUGEINT, DECIMAL(38, s), numeric, DECIMAL(65, s)), floats as DOUBLE, integers against floats
+   as doubles below 1e15 only (exact there, and a double equal to an integer normalises to it); on
+   SQLite, where 2**60 equals 2.0**60 (which the rules' 15 digits tell apart), reals of 1e15 or
+   more in groups of their own; other columns whose kinds differ on the two sides never grouped
+   across sides at all. A column of a type the engine compares by other rules (PostgreSQL citext
+   or char(n), JSON, lists, ...), or whose values reach Python by rules the engine cannot follow
+   (MariaDB FLOAT and fixed-decimal doubles, see `_Mariadb`), sends the case to the streamed path.
 4. That key is finer than the rules (`"1.50"` and 1.5, 0.1 + 0.2 and 0.3 differ in the engine), so
    the differing rows are compared again in Python under `normalise_value`, exactly when there are
    at most `RECONCILE_CAP` of them. Past that, a mismatch stands only when certain: a value that is
@@ -77,7 +82,6 @@ RECONCILE_CAP = 50_000  # differing rows compared again in Python, exactly
 MAX_CANDIDATES = 4  # other column pairings the statistics allow, one query each; more: streamed
 PARTITION_BYTES = 64 * 1024**2  # about this much grouped data (both sides) per query, SQLite and DuckDB
 
-_SIDE = '"nl2sql side"'
 _NUMBER_START = frozenset("+-.0123456789")
 _FLAGS_PER_TERM = 60  # SQLite: big-real flags of this many columns summed into one grouping term
 
@@ -107,6 +111,7 @@ class _Side:
     types: tuple[str, ...] = ()  # typed engines: each column's type as the engine names it
     kinds: tuple[str, ...] = ()  # each column's kind (`_Dialect.classify`; "" on SQLite)
     rows: int = 0
+    longest: tuple[int | None, ...] = ()  # bytes of each column's longest value, where measured (`size_expr`)
     stats: tuple[_Stats, ...] = ()
 
     @property
@@ -134,18 +139,20 @@ class _Slot:
     pred_collate: str = ""
     split: bool = False  # kinds differ: the sides' values in two union columns, never grouped together
     flag: str = ""  # SQLite: a term over `{v}` that keeps reals of 1e15 or more apart
+    extra: str = ""  # MariaDB: one more grouping term over `{v}` (a hash of values too long to group by)
     keys: tuple[tuple[str, str], ...] = ()  # (gold, predicted) SQL of grouping keys; the values
     # (`gold_value`, `pred_value`) then go in two union columns, shown as the group's min()
 
 
-def _float_and_int(int_is_gold: bool, int_value: str, as_double: str, as_text: str) -> _Slot:
+def _float_and_int(int_is_gold: bool, int_value: str, as_double: str, as_text: str, tagged: str = "'f' || {0}"
+                   ) -> _Slot:
     """Integers (`int_value`, SQL over `{0}`) and floats of one column pair, grouped as doubles
     where that is exact: below 1e15 an integer is exactly a double, and a double equal to it
     normalises to it (15 digits). From 1e15 on, a second key keeps each integer to itself and
-    each double apart from every integer."""
+    each double apart from every integer (`tagged`: SQL of a text prefixed with "f")."""
     whole, double = as_double.format(int_value), as_double.format("{0}")
     int_keys = (whole, f"CASE WHEN abs({whole}) >= 1e15 THEN {as_text.format(int_value)} END")
-    float_keys = (double, f"CASE WHEN abs({double}) >= 1e15 THEN 'f' || {as_text.format(double)} END")
+    float_keys = (double, f"CASE WHEN abs({double}) >= 1e15 THEN {tagged.format(as_text.format(double))} END")
     if int_is_gold:
         return _Slot(int_value, double, keys=tuple(zip(int_keys, float_keys)))
     return _Slot(double, int_value, keys=tuple(zip(float_keys, int_keys)))
@@ -157,10 +164,33 @@ class _Dialect:
     """What differs between engines: types, statistics, grouping keys, how to split a union."""
 
     sqlglot_dialect = ""
-    typed = True  # column types are static, read with `types_sql`
+    typed = True  # column types are static, read with `types_sql` (or `type_name`)
+    metadata_types = False  # the types are read from the stream's column metadata (`type_name`)
     partitions = True  # the engine's grouping memory grows with the rows: group in parts
+    select_hint = ""  # written after SELECT in the difference query
+    session_exprs: tuple[str, ...] = ()  # settings read with the row counts (`_InEngine.session`)
+
+    @classmethod
+    def accepts(cls, engine: Any) -> bool:
+        """Whether this engine object (of the dialect's class) can compare inside."""
+        return True
+
+    def quote(self, name: str) -> str:
+        return f'"{name}"'
 
     def types_sql(self, name: str, body: str, width: int) -> str:
+        raise NotImplementedError
+
+    def type_name(self, field: Any) -> str:
+        """A column's type named from the stream's metadata (`metadata_types`)."""
+        raise NotImplementedError
+
+    def hash_bytes(self, session: dict[str, Any]) -> int | None:
+        """Values longer than this many bytes are grouped by a hash too (`hash_expr`); None: never."""
+        return None
+
+    def hash_expr(self) -> str:
+        """A grouping term over `{v}`: a hash of the value, for values too long to group by exactly."""
         raise NotImplementedError
 
     def classify(self, type_name: str) -> str | None:
@@ -353,12 +383,163 @@ class _Postgres(_Dialect):
         return f"({{0}})::int::{target}" if type_name == "boolean" else f"({{0}})::{target}"
 
 
-_DIALECTS: dict[str, type[_Dialect]] = {"SqliteEngine": _Sqlite, "DuckdbEngine": _Duckdb, "PostgresEngine": _Postgres}
+_MY_INTS = frozenset({1, 2, 3, 8, 9})  # protocol type codes: TINY, SHORT, LONG, LONGLONG, INT24
+_MY_STRINGS = frozenset({15, 247, 248, 249, 250, 251, 252, 253, 254})  # VARCHAR, ENUM, SET, the BLOBs, (VAR_)STRING
+_MY_UNSIGNED, _MY_BINARY, _MY_FLOATING = 32, 63, 31  # unsigned flag, the binary character set, "not fixed" decimals
+_MY_TEXT = "CONVERT({0} USING utf8mb4)"
+_MY_NOPAD = " COLLATE utf8mb4_nopad_bin"  # binary and NO PAD: utf8mb4_bin pads ('a' = 'a ')
+_MY_DECIMAL = re.compile(r"DECIMAL\((\d+),(\d+)\)( UNSIGNED)?")
+
+
+class _Mariadb(_Dialect):
+    """MariaDB (10.2 on), through the MySQL engine's guarded stream.
+
+    The types are those of the stream's column metadata (type code, flags, character set, length,
+    decimals) from a `LIMIT 0` run of the wrapped query. Values reach Python as the engine's
+    stream makes them (`plain_row`): decimals as int or float, dates and times as text. Text is
+    grouped as utf8mb4 under `utf8mb4_nopad_bin` (every default collation folds case and accents
+    and pads spaces, `utf8mb4_bin` too), binary strings as VARBINARY (a union of BINARY(n) would
+    pad them again), integers and decimals as one DECIMAL(65, s) per column pair where they fit,
+    doubles as themselves (their text on the wire is the shortest that reads back as the same
+    double), integers against doubles as `_float_and_int`. FLOAT and doubles of fixed decimals
+    (`ROUND(x, 2)`, `DOUBLE(10,3)`) are sent rounded (FLOAT to 6 digits) by rules that differ
+    between a column and an expression, and a fixed-decimal double is even clipped to its display
+    width once a CTE is materialised: no grouping is sure to agree with them, the case streams.
+    DATETIME and TIMESTAMP group together only at one precision (a zero date reaches Python as
+    text whose fraction digits are the type's). The grouping sorts (`SQL_BIG_RESULT`: a filesort
+    spills to disk, where a temporary table's unique key is 5 to 10 times slower), and a sort and
+    its group boundaries read only the first `max_sort_length` bytes of a value: longer text and
+    blobs are grouped by their SHA-256 too."""
+
+    sqlglot_dialect = "mysql"
+    metadata_types = True
+    partitions = False
+    select_hint = "SQL_BIG_RESULT "
+    session_exprs = ("@@max_sort_length",)
+
+    @classmethod
+    def accepts(cls, engine: Any) -> bool:
+        # MySQL has no utf8mb4_nopad_bin and no max_statement_time; a connection in another
+        # character set could turn distinct text into the same Python string
+        server = getattr(getattr(engine, "spec", None), "server", None)
+        charset = dict(getattr(server, "options", None) or ()).get("charset", "utf8mb4")
+        return bool(getattr(engine, "is_mariadb", False)) and str(charset).lower() == "utf8mb4"
+
+    def quote(self, name: str) -> str:
+        return f"`{name}`"
+
+    def type_name(self, field: Any) -> str:
+        code, flags, charset, length, scale = field
+        unsigned = " UNSIGNED" if flags & _MY_UNSIGNED else ""
+        if code in _MY_INTS:
+            return "INT" + unsigned
+        if code == 13:
+            return "YEAR"
+        if code in (0, 246):  # length counts the digits, a point and a sign
+            return f"DECIMAL({length - (scale > 0) - (not unsigned)},{scale}){unsigned}"
+        if code == 5:
+            return "DOUBLE" if scale == _MY_FLOATING else f"DOUBLE with {scale} decimals"
+        if code in (7, 12):
+            return f"{'TIMESTAMP' if code == 7 else 'DATETIME'}({scale})"
+        if code in _MY_STRINGS:
+            return "BLOB" if charset == _MY_BINARY else "TEXT"
+        named = {4: "FLOAT", 6: "NULL", 10: "DATE", 14: "DATE", 11: f"TIME({scale})", 16: f"BIT({length})",
+                 245: "JSON", 255: "GEOMETRY"}
+        return named.get(code, f"type {code}")
+
+    def classify(self, type_name: str) -> str | None:
+        if type_name in ("INT", "INT UNSIGNED", "YEAR"):
+            return "int"
+        if _MY_DECIMAL.fullmatch(type_name):
+            return "decimal"
+        if type_name == "DOUBLE":
+            return "float"
+        if type_name == "TEXT":  # ENUM, SET, JSON (text in MariaDB), UUID, INET6 too
+            return "text"
+        if type_name in ("BLOB", "NULL"):  # NULL: a column of NULLs only
+            return "exact:BLOB"
+        if type_name.startswith("BIT("):  # bytes, as many as the type's: BIT(1) and BIT(9) never equal
+            return f"exact:BLOB bit{(int(type_name[4:-1]) + 7) // 8}"
+        if type_name == "DATE":
+            return "exact:date"
+        found = re.fullmatch(r"(TIME|DATETIME|TIMESTAMP)\(([0-6])\)", type_name)
+        if found:
+            return "exact:time" if found.group(1) == "TIME" else f"exact:datetime({found.group(2)})"
+        return None  # FLOAT, fixed-decimal doubles, MySQL's JSON, geometry, ...
+
+    def size_expr(self, column: str, kind: str) -> str | None:
+        if kind == "text":
+            return f"octet_length({_MY_TEXT.format(column)})"
+        return f"octet_length({column})" if kind == "exact:BLOB" else None
+
+    def stats_exprs(self, column: str, kind: str, type_name: str) -> list[str]:
+        if kind == "text":
+            value = _MY_TEXT.format(column) + _MY_NOPAD
+        elif kind.startswith("exact:BLOB"):  # bytes in their order (BIT too)
+            value = f"CAST({column} AS BINARY)"
+        elif type_name.startswith("TIMESTAMP("):  # ordered as shown, not as instants
+            value = f"CAST({column} AS DATETIME({type_name[10:-1]}))"
+        else:
+            value = column
+        return [f"count({column})", f"min({value})", f"max({value})"]
+
+    def hash_bytes(self, session: dict[str, Any]) -> int | None:
+        # the sort key holds up to 3 bytes a character (utf8mb4_nopad_bin), at most max_sort_length
+        return int(session.get("@@max_sort_length") or 0) // 4
+
+    def hash_expr(self) -> str:
+        return "sha2({v}, 256)"
+
+    def _value(self, kind: str, type_name: str) -> str:
+        if kind == "text":
+            return _MY_TEXT
+        if kind == "exact:BLOB":
+            return "CAST({0} AS BINARY)"
+        return "CAST({0} AS SIGNED)" if type_name == "YEAR" else "{0}"
+
+    def slot(self, gold_kind: str, pred_kind: str, gold_type: str, pred_type: str) -> _Slot:
+        kinds = {gold_kind, pred_kind}
+        gold_value, pred_value = self._value(gold_kind, gold_type), self._value(pred_kind, pred_type)
+        if kinds == {"int"} or kinds == {"float"}:  # a union of signed and unsigned is DECIMAL(20,0)
+            return _Slot(gold_value, pred_value)
+        if kinds == {"int", "float"}:
+            int_value = gold_value if gold_kind == "int" else pred_value
+            return _float_and_int(gold_kind == "int", int_value, "CAST({0} AS DOUBLE)", "CAST({0} AS CHAR)",
+                                  "CONCAT('f', {0})")
+        if kinds <= {"int", "decimal"}:
+            shapes = [self._digits(t) for t in (gold_type, pred_type)]
+            scale = max(s for _, s in shapes)
+            if max(d for d, _ in shapes) + scale <= 65:
+                exact = f"CAST({{0}} AS DECIMAL(65, {scale}))"
+                return _Slot(exact.format(gold_value), exact.format(pred_value))
+            if gold_type == pred_type:
+                return _Slot("{0}", "{0}")
+        elif kinds == {"text"}:
+            return _Slot(_MY_TEXT, _MY_TEXT, _MY_NOPAD, _MY_NOPAD)
+        elif gold_kind == pred_kind:  # one exact type (DATETIME and TIMESTAMP of one precision)
+            return _Slot(gold_value, pred_value)
+        collate = {"text": _MY_NOPAD}
+        return _Slot(gold_value, pred_value, collate.get(gold_kind, ""), collate.get(pred_kind, ""), split=True)
+
+    @staticmethod
+    def _digits(type_name: str) -> tuple[int, int]:
+        """(integer digits, scale) of an integer or decimal type."""
+        found = _MY_DECIMAL.fullmatch(type_name)
+        if found:
+            precision, scale = int(found.group(1)), int(found.group(2))
+            return precision - scale, scale
+        return 20, 0
+
+
+_DIALECTS: dict[str, type[_Dialect]] = {
+    "SqliteEngine": _Sqlite, "DuckdbEngine": _Duckdb, "PostgresEngine": _Postgres, "MysqlEngine": _Mariadb,
+}  # fmt: skip
 
 
 def supported(engine: Any) -> bool:
     """Whether `engine` is one that `judge_in_engine` can compare inside."""
-    return type(engine).__name__ in _DIALECTS and callable(getattr(engine, "stream", None))
+    dialect = _DIALECTS.get(type(engine).__name__)
+    return dialect is not None and callable(getattr(engine, "stream", None)) and dialect.accepts(engine)
 
 
 def _names(width: int) -> str:
@@ -428,7 +609,7 @@ def _profile(stats: _Stats, kind: str, options: CompareOptions, norm: Callable[[
         # (they start with + - . or a digit, all below ':'), and the rules keep case and spaces
         exact = options.case_sensitive and not options.strip_whitespace and first_code > ord("9")
         return _Profile(stats.nn, "exact" if exact else None, False, low, high)
-    if kind in ("exact:BLOB", "exact:bytea") or (not kind and isinstance(low, bytes)):
+    if kind in ("exact:BLOB", "exact:bytea") or kind.startswith("exact:BLOB ") or (not kind and isinstance(low, bytes)):
         return _Profile(stats.nn, "blob", stats.nn > 0, low, high)
     if kind.startswith("exact:"):
         return _Profile(stats.nn, "string:" + kind, False, norm(low), norm(high))
@@ -482,7 +663,10 @@ class _InEngine:
         # names of our CTEs, unguessable: SQLite lets a CTE read a later one, and the prediction
         # (which ran alone first) can name no table that does not exist
         token = uuid.uuid4().hex[:12]
-        self.gold_name, self.pred_name, self.rows_name = (f'"nl2sql {t} {token}"' for t in ("gold", "pred", "rows"))
+        self.gold_name, self.pred_name, self.rows_name = (dialect.quote(f"nl2sql {t} {token}")
+                                                          for t in ("gold", "pred", "rows"))
+        self.side_name = dialect.quote("nl2sql side")
+        self.session: dict[str, Any] = {}  # `_Dialect.session_exprs`, as last read
         cs, strip = options.case_sensitive, options.strip_whitespace
         self.norm: Callable[[Any], Any] = (normalise_value if cs and not strip
                                            else lambda v: normalise_value(v, cs, strip))
@@ -524,8 +708,7 @@ class _InEngine:
         side.body = wrappable_body(side.sql, dialect.sqlglot_dialect)
         width = side.width
         if dialect.typed:
-            typed = self.one_row(dialect.types_sql(self.pred_name, side.body, width), trusted=trusted)
-            types = tuple(str(t) for t in typed)
+            types = self.column_types(side, trusted=trusted)
             kinds = tuple(dialect.classify(t) for t in types)
             if len(types) != width or None in kinds:
                 unknown = sorted({t for t, k in zip(types, kinds) if k is None})
@@ -533,15 +716,47 @@ class _InEngine:
             side.types, side.kinds = types, tuple(k or "" for k in kinds)
         else:
             side.types = side.kinds = ("",) * width
-        sizes = [e for e in (dialect.size_expr(f"s.c{i}", side.kinds[i]) for i in range(width)) if e]
+        sizes = [(i, e) for i in range(width) if (e := dialect.size_expr(f"s.c{i}", side.kinds[i]))]
+        settings = dialect.session_exprs
+        # the sizes measured under the LIMIT, so that only they are kept where the engine
+        # materialises a subquery with a LIMIT (MariaDB)
+        inner = ", ".join(f"{e} AS n{i}" for i, e in sizes) or "1"
         row = self.one_row(
             f"WITH {self.pred_name}({_names(width)}) AS (\n{side.body}\n) SELECT count(*)"
-            f"{''.join(f', max({e})' for e in sizes)}"
-            f" FROM (SELECT {'*' if sizes else '1'} FROM {self.pred_name} LIMIT {self.limits.max_rows + 1}) AS s",
+            f"{''.join(f', max(m.n{i})' for i, _ in sizes)}{''.join(f', {e}' for e in settings)}"
+            f" FROM (SELECT {inner} FROM {self.pred_name} AS s LIMIT {self.limits.max_rows + 1}) AS m",
             trusted=trusted)
         side.rows = int(row[0])
-        if any(size is not None and int(size) > self.limits.max_value_bytes for size in row[1:]):
+        measured = row[1 : 1 + len(sizes)]
+        longest: list[int | None] = [None] * width
+        for (i, _), size in zip(sizes, measured):
+            longest[i] = None if size is None else int(size)
+        side.longest = tuple(longest)
+        self.session.update(zip(settings, row[1 + len(sizes) :]))
+        if any(size is not None and size > self.limits.max_value_bytes for size in longest):
             raise _Decline("a value is longer than max_value_bytes (its stream says so)")
+
+    def column_types(self, side: _Side, *, trusted: bool) -> tuple[str, ...]:
+        """Each column's type as the dialect names it: from a row of typed NULLs (`types_sql`), or
+        from the column metadata of the wrapped query's stream, run with `LIMIT 0`."""
+        dialect, width = self.dialect, side.width
+        if not dialect.metadata_types:
+            return tuple(str(t) for t in self.one_row(dialect.types_sql(self.pred_name, side.body, width),
+                                                      trusted=trusted))
+        self.passes += 1
+        sql = f"WITH {self.pred_name}({_names(width)}) AS (\n{side.body}\n) SELECT * FROM {self.pred_name} LIMIT 0"
+        try:
+            with self.engine.stream(sql, self.limits, trusted=trusted) as stream:
+                fields = getattr(stream, "field_types", None)
+                for _ in stream:
+                    pass
+        except ConnectionLost:
+            raise
+        except EngineError as error:
+            raise _Decline(f"the wrapped query failed: {error}") from error
+        if not fields or len(fields) != width:
+            raise _Decline("the stream does not describe the columns' types")
+        return tuple(dialect.type_name(field) for field in fields)
 
     def statistics(self, side: _Side, *, trusted: bool) -> None:
         width = side.width
@@ -606,6 +821,12 @@ class _InEngine:
         dialect = self.dialect
         slots = [dialect.slot(gold.kinds[i], pred.kinds[j], gold.types[i], pred.types[j])
                  for i, j in enumerate(pairing)]
+        exact_bytes = dialect.hash_bytes(self.session)
+        if exact_bytes is not None:  # values too long to group by exactly: their hash too
+            for i, j in enumerate(pairing):
+                sizes = [size for size in (gold.longest[i], pred.longest[j]) if size is not None]
+                if sizes and max(sizes) > exact_bytes:
+                    slots[i] = dataclasses.replace(slots[i], extra=dialect.hash_expr())
         parts, split_on = 1, None
         if dialect.partitions:
             grouped = gold.rows * gold.row_bytes() + pred.rows * pred.row_bytes()
@@ -665,7 +886,7 @@ class _InEngine:
 
     def diff_sql(self, gold: _Side, pred: _Side, pairing: Sequence[int], slots: list[_Slot], split_on: int | None,
                  part: int, parts: int) -> str:
-        gold_items, pred_items, values, keys, flags = [], [], [], [], []
+        gold_items, pred_items, values, keys, flags, extras = [], [], [], [], [], []
         for i, (j, slot) in enumerate(zip(pairing, slots)):
             g, p = f"{self.gold_name}.c{i}", f"{self.pred_name}.c{j}"
             if slot.keys:  # grouped by the keys; each side's value shown as the group's min()
@@ -680,13 +901,17 @@ class _InEngine:
                 gold_items += [f"{slot.gold_value.format(g)} AS vg{i}", f"NULL AS vp{i}"]
                 pred_items += ["NULL", slot.pred_value.format(p)]
                 values += [f"vg{i}{slot.gold_collate}", f"vp{i}{slot.pred_collate}"]
+                if slot.extra:
+                    extras += [slot.extra.format(v=f"vg{i}"), slot.extra.format(v=f"vp{i}")]
             else:
                 gold_items.append(f"{slot.gold_value.format(g)} AS v{i}")
                 pred_items.append(slot.pred_value.format(p))
                 values.append(f"v{i}{slot.gold_collate}")
                 if slot.flag:
                     flags.append(slot.flag.format(v=f"v{i}"))
-        groups = [v for v in values if not v.startswith("min(")] + keys
+                if slot.extra:
+                    extras.append(slot.extra.format(v=f"v{i}"))
+        groups = [v for v in values if not v.startswith("min(")] + keys + extras
         for start in range(0, len(flags), _FLAGS_PER_TERM):  # one grouping term per 60 columns' flags
             chunk = flags[start : start + _FLAGS_PER_TERM]
             groups.append(" + ".join(f"{1 << k} * {flag}" for k, flag in enumerate(chunk)))
@@ -694,13 +919,14 @@ class _InEngine:
         if parts > 1 and split_on is not None:
             where = f" WHERE {self.dialect.partition_expr(f'v{split_on}', gold.kinds[split_on], parts)} = {part}"
         selected = ", ".join(f"{v} AS r{k}" for k, v in enumerate(values))
+        side = self.side_name
         return (
             f"WITH {self.pred_name}({_names(pred.width)}) AS (\n{pred.body}\n),\n"
             f"{self.gold_name}({_names(gold.width)}) AS (\n{gold.body}\n),\n"
-            f"{self.rows_name} AS (SELECT {', '.join(gold_items)}, 1 AS {_SIDE} FROM {self.gold_name}"
+            f"{self.rows_name} AS (SELECT {', '.join(gold_items)}, 1 AS {side} FROM {self.gold_name}"
             f" UNION ALL SELECT {', '.join(pred_items)}, -1 FROM {self.pred_name})\n"
-            f"SELECT {selected}, sum({_SIDE}) AS net FROM {self.rows_name}{where}"
-            f" GROUP BY {', '.join(groups)} HAVING sum({_SIDE}) <> 0"
+            f"SELECT {self.dialect.select_hint}{selected}, sum({side}) AS net FROM {self.rows_name}{where}"
+            f" GROUP BY {', '.join(groups)} HAVING sum({side}) <> 0"
         )
 
     def _loose_row(self, row: tuple[Any, ...], split: list[bool]) -> bool:
