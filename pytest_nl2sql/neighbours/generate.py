@@ -10,6 +10,7 @@ and the source's content, so the same inputs give the same rows on every machine
 
 from __future__ import annotations
 
+import datetime
 import functools
 import random
 import sqlite3
@@ -20,7 +21,7 @@ from typing import Any
 
 from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
 from pytest_nl2sql.neighbours.literals import GoldFacts, Hint
-from pytest_nl2sql.neighbours.schema import DATE, INT, OTHER, REAL, TEXT, TIMESTAMP, ForeignKey, Schema, Table, quote
+from pytest_nl2sql.neighbours.schema import DATE, DUCKDB_HOST, INT, OTHER, REAL, TEXT, TIMESTAMP, ForeignKey, Schema, Table, quote
 from pytest_nl2sql.neighbours.values import Unstorable, fresh_value, hint_holds, hint_values, satisfying, stored
 
 Rows = dict[str, list[tuple[Any, ...]]]  # table name -> rows in column order
@@ -867,13 +868,16 @@ def _insert_rows(connection: Any, schema: Schema, rows: Rows, refused: tuple[typ
 
 
 def create_duckdb(schema: Schema, rows: Rows, target: str | Path) -> tuple[Any, Rows]:
+    """A DuckDB database (`:memory:` or a file path) holding `rows`, attached to the process's
+    DuckDB instance (`schema.DuckdbHost`: no instance started per candidate); rows the database
+    refuses are left out and the inserted rows returned. Closing the connection detaches it."""
     import duckdb
 
-    connection = duckdb.connect(str(target), config={"threads": 1})
+    connection = DUCKDB_HOST.attach(target)
     try:
         for table in schema.tables:
             connection.execute(table.create_sql)
-        kept = _insert_rows(connection, schema, rows, (duckdb.Error,))
+        kept = _insert_duckdb_rows(connection, schema, rows, (duckdb.Error,))
         for sql in schema.extra_sql:
             try:
                 connection.execute(sql)
@@ -883,6 +887,87 @@ def create_duckdb(schema: Schema, rows: Rows, target: str | Path) -> tuple[Any, 
         connection.close()
         raise
     return connection, kept
+
+
+DUCKDB_BATCH_ROWS = 500  # rows per bulk INSERT
+DUCKDB_UNNEST_ROWS = 3  # from this many rows, a batch of one-type columns goes in as lists (`_as_columns`)
+
+
+def _insert_duckdb_rows(connection: Any, schema: Schema, rows: Rows, refused: tuple[type[BaseException], ...]) -> Rows:
+    """`_insert_rows` for DuckDB, which has no savepoints and runs each statement in a transaction
+    of its own: row by row, a refused row left out, as there; but each table's rows first go in
+    with one statement (per `DUCKDB_BATCH_ROWS`), which DuckDB takes whole or not at all, and row
+    by row only when it is refused (one INSERT per row costs about a millisecond in DuckDB). The
+    rows kept are those of row by row from the start: each value is cast to its column on its own
+    either way, and a batch holds only rows that each go in after the rows before them; except
+    where a row may point at a later row of the same batch, which row by row would refuse (a
+    foreign key of a table to itself: such a table goes row by row).
+
+    The statement: each column's values as one list, unnested (`INSERT ... SELECT unnest(?), ...`:
+    DuckDB binds one parameter per column instead of one per value, several times faster past a
+    few rows), where every column holds values of one type that a list keeps as they are
+    (`_as_columns`); else one multi-row `INSERT ... VALUES`."""
+    kept: Rows = {}
+    for table in topological(schema):
+        names = ", ".join(quote(c.name) for c in table.columns)
+        marks = "(" + ", ".join("?" * len(table.columns)) + ")"
+        insert = f"INSERT INTO {quote(table.name)} ({names}) VALUES "
+        unnest = f"INSERT INTO {quote(table.name)} ({names}) SELECT " + ", ".join("unnest(?)" for _ in table.columns)
+        own = any(fk.parent.lower() == table.name.lower() for fk in table.foreign_keys)
+        kept[table.name] = []
+        table_rows = rows[table.name]
+        for start in range(0, len(table_rows), DUCKDB_BATCH_ROWS):
+            batch = table_rows[start:start + DUCKDB_BATCH_ROWS]
+            if len(batch) > 1 and not own:
+                columns = _as_columns(batch) if len(batch) >= DUCKDB_UNNEST_ROWS else None
+                try:
+                    if columns is not None:
+                        connection.execute(unnest, columns)
+                    else:
+                        connection.execute(insert + ", ".join([marks] * len(batch)), [value for row in batch for value in row])
+                except refused as error:
+                    raise_if_interrupt(error)  # a Ctrl-C refuses no row: it stops the run
+                else:
+                    kept[table.name].extend(batch)
+                    continue
+            for row in batch:
+                try:
+                    connection.execute(insert + marks, list(row))
+                except refused as error:
+                    raise_if_interrupt(error)
+                    continue
+                kept[table.name].append(row)
+    return kept
+
+
+# Python types whose values DuckDB's client reads into a list exactly as it reads each alone (a
+# list takes its values' widest type, and widening these changes no value); int also within 64
+# bits (wider ones become HUGEINT, UBIGINT or DOUBLE), datetime and time without a time zone.
+# Decimal is not among them: two decimals widen to a type that may round one of them.
+_LIST_TYPES = frozenset({str, int, float, bool, bytes, datetime.date, datetime.datetime, datetime.time})
+
+
+def _as_columns(batch: Sequence[tuple[Any, ...]]) -> list[list[Any]] | None:
+    """The batch's values column by column, when each column's values but NULLs are all of one of
+    `_LIST_TYPES`; else None."""
+    columns = [list(column) for column in zip(*batch)]
+    for values in columns:
+        kind = None
+        for value in values:
+            if value is None:
+                continue
+            if kind is None:
+                kind = type(value)
+                if kind not in _LIST_TYPES:
+                    return None
+            elif type(value) is not kind:
+                return None
+            if kind is int:
+                if not -(1 << 63) <= value < (1 << 63):
+                    return None
+            elif (kind is datetime.datetime or kind is datetime.time) and value.tzinfo is not None:
+                return None
+    return columns
 
 
 def create_database(schema: Schema, rows: Rows, target: str | Path, repairer: Repairer) -> tuple[Any, Rows]:

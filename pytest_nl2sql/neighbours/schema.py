@@ -8,13 +8,21 @@ seeded points between min(rowid) and max(rowid) (both O(log n)); DuckDB does the
 
 from __future__ import annotations
 
+import atexit
+import bisect
+import contextlib
 import datetime
 import decimal
 import functools
+import itertools
+import os
 import random
+import shutil
 import sqlite3
-from collections.abc import Sequence
-from dataclasses import dataclass
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -221,18 +229,252 @@ def _without_rowid(create_sql: str) -> bool:
     return words[-2:] == ["WITHOUT", "ROWID"] or words[-3:-1] == ["WITHOUT", "ROWID"]
 
 
+class AttachedDuckdb:
+    """A database attached to this process's DuckDB instance (`DuckdbHost`), seen through a
+    connection of its own whose default database it is: what `duckdb.connect(path)` gave the
+    generator (`execute`, `interrupt`, `close`; anything else is the connection's), without
+    starting a DuckDB instance. `close` detaches the database (a file is then complete at its
+    path); a source shared by readers is detached once the last of them closes."""
+
+    def __init__(self, host: DuckdbHost, cursor: Any, alias: str, *, source: str | None = None,
+                 staged: tuple[str, str] | None = None) -> None:
+        self._host = host
+        self._cursor = cursor
+        self._alias = alias
+        self._source = source  # the path of a source shared by readers (`DuckdbHost.source`)
+        self._staged = staged  # (where DuckDB writes the file, where it goes once detached)
+
+    def execute(self, sql: Any, parameters: Any = None) -> Any:
+        return self._cursor.execute(sql) if parameters is None else self._cursor.execute(sql, parameters)
+
+    def interrupt(self) -> None:
+        self._cursor.interrupt()
+
+    def close(self) -> None:
+        cursor, self._cursor = self._cursor, None
+        if cursor is not None:
+            self._host.release(cursor, self._alias, self._source, self._staged)
+
+    def __getattr__(self, name: str) -> Any:
+        cursor = self.__dict__.get("_cursor")
+        if cursor is None:
+            raise AttributeError(name)
+        return getattr(cursor, name)
+
+
+class DuckdbHost:
+    """This process's DuckDB instance for the neighbours: an in-memory one (one thread, as each
+    candidate's own instance had) to which each source and each candidate is attached (`ATTACH`,
+    about a millisecond) instead of being opened as an instance of its own (`duckdb.connect`:
+    15-20 ms of CPU, DuckDB setting up its catalog each time; generation opens hundreds per case
+    file). Queries run as on an instance of their own: each database is the default one of its
+    connection, and unqualified names resolve in it alone. A process started by fork starts its own.
+
+    A new file (a neighbour in the cache, a shrink's attempt) is written by DuckDB in a folder in
+    memory (`/dev/shm`) and copied to its path once detached: DuckDB syncs every file it
+    checkpoints to disk (tens of milliseconds each, megabytes for a few rows: a block per column),
+    which a file that is rebuilt from its rows when lost does not need (SQLite's are written so)."""
+
+    STAGING_PARENT = "/dev/shm"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._connection: Any = None
+        self._default = "memory"
+        self._names = itertools.count(1)
+        self._sources: dict[str, list[Any]] = {}  # path -> [alias, readers]
+        self._staging: str | None = None
+        self._inherited: list[Any] = []
+
+    def _instance(self) -> Any:
+        if self._pid != os.getpid():
+            import duckdb
+
+            if self._connection is not None:  # the parent's, inherited through fork: never closed here
+                self._inherited.append(self._connection)
+            self._connection = duckdb.connect(":memory:", config={"threads": 1})
+            (self._default,) = self._connection.execute("SELECT current_database()").fetchone()
+            self._sources = {}
+            self._staging = self._staging_folder()
+            self._pid = os.getpid()
+        return self._connection
+
+    def _staging_folder(self) -> str | None:
+        if not os.path.isdir(self.STAGING_PARENT) or not os.access(self.STAGING_PARENT, os.W_OK | os.X_OK):
+            return None
+        try:
+            folder = tempfile.mkdtemp(prefix="nl2sql-duckdb-", dir=self.STAGING_PARENT)
+        except OSError:
+            return None
+        atexit.register(shutil.rmtree, folder, True)
+        return folder
+
+    def attach(self, target: str | Path) -> AttachedDuckdb:
+        """A new database of our own: in memory (`:memory:`), or a file (created if missing)."""
+        target = str(target)
+        with self._lock:
+            cursor = self._instance().cursor()
+            staging = self._staging
+        alias = f"nl2sql_{next(self._names)}"
+        staged = None
+        if target != ":memory:" and staging is not None and not os.path.exists(target):
+            staged = (os.path.join(staging, f"{alias}.duckdb"), target)
+        try:
+            cursor.execute(f"ATTACH {_literal(staged[0] if staged else target)} AS {quote(alias)}")
+        except BaseException:
+            cursor.close()
+            raise
+        return self._used(AttachedDuckdb(self, cursor, alias, staged=staged))
+
+    def source(self, path: Path) -> AttachedDuckdb:
+        """A DuckDB file attached read-only, once for all its open readers (DuckDB refuses to
+        attach one file twice)."""
+        key = str(path.resolve())
+        with self._lock:
+            cursor = self._instance().cursor()
+            entry = self._sources.get(key)
+            if entry is None:
+                alias = f"nl2sql_{next(self._names)}"
+                try:
+                    cursor.execute(f"ATTACH {_literal(key)} AS {quote(alias)} (TYPE duckdb, READ_ONLY)")
+                except BaseException:
+                    cursor.close()
+                    raise
+                entry = self._sources[key] = [alias, 0]
+            entry[1] += 1
+        return self._used(AttachedDuckdb(self, cursor, entry[0], source=key))
+
+    @staticmethod
+    def _used(attached: AttachedDuckdb) -> AttachedDuckdb:
+        try:
+            attached.execute(f"USE {quote(attached._alias)}")
+        except BaseException:
+            attached.close()
+            raise
+        return attached
+
+    def release(self, cursor: Any, alias: str, source: str | None, staged: tuple[str, str] | None) -> None:
+        """Detach `alias` (a shared source: once its last reader closes), close the cursor, and
+        put a staged file in its place. A Ctrl-C that DuckDB reports as an error of these
+        statements stops the run still."""
+        from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
+
+        try:
+            with self._lock:
+                if source is not None:
+                    entry = self._sources.get(source)
+                    if entry is None or entry[0] != alias:
+                        return
+                    entry[1] -= 1
+                    if entry[1] > 0:
+                        return
+                    del self._sources[source]
+                cursor.execute(f"USE {quote(self._default)}")  # DuckDB detaches no connection's default database
+                cursor.execute(f"DETACH {quote(alias)}")
+        except Exception as error:
+            raise_if_interrupt(error)
+            if staged is not None:
+                raise  # no file to put in place
+            return  # an alias left attached costs memory only
+        finally:
+            cursor.close()
+        if staged is not None:
+            try:
+                shutil.copyfile(*staged)
+            finally:
+                for leftover in (staged[0], staged[0] + ".wal"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(leftover)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+DUCKDB_HOST = DuckdbHost()
+
+
+@dataclass
+class _Remembered:
+    """What the DuckDB reader learnt of one file: its schema, and its answers to the reader's own
+    queries (samples, parents of sampled rows), by SQL and parameters."""
+
+    schema: Schema | None = None
+    answers: dict[tuple[Any, ...], list[tuple[Any, ...]]] = field(default_factory=dict)
+    tables: dict[tuple[str, str], tuple[list[int], list[tuple[Any, ...]]]] = field(default_factory=dict)  # rowids, rows
+
+
+_DUCKDB_FILES: dict[tuple[str, int, int, int, int], _Remembered] = {}  # by path, device, inode, size, mtime
+_DUCKDB_FILES_KEPT = 64  # files remembered (sources, and the neighbours a shrink reads), the least recently read dropped
+_ANSWERS_KEPT = 20_000  # answers remembered per file; all dropped past it
+WHOLE_TABLE_ROWS = 50_000  # a source table of at most this many rowids is read whole for sampling (`DuckdbSource._run_reader`)
+
+
+def _remembered(path: Path) -> _Remembered:
+    info = os.stat(path)
+    key = (str(path.resolve()), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    found = _DUCKDB_FILES.pop(key, None) or _Remembered()
+    while len(_DUCKDB_FILES) >= _DUCKDB_FILES_KEPT:
+        _DUCKDB_FILES.pop(next(iter(_DUCKDB_FILES)), None)
+    _DUCKDB_FILES[key] = found  # the most recently read last
+    return found
+
+
+class _Asking:
+    """The reader's connection for its own queries, answering from `_Remembered.answers` what was
+    asked before. A source is read once per gold and many golds share it; a gold's candidates, and
+    the next gold's, ask the same (`min(rowid)` of each table, a small table read whole), and a
+    DuckDB query costs about a millisecond of planning however small. The file is attached
+    read-only and its path, inode, size and mtime name it, so an answer is the one DuckDB would
+    give again (the reader's queries have one answer: `ORDER BY rowid`, one thread)."""
+
+    def __init__(self, connection: Any, answers: dict[tuple[Any, ...], list[tuple[Any, ...]]]) -> None:
+        self._connection = connection
+        self._answers = answers
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> _Answer:
+        # each value by type and repr: 1, 1.0 and True are equal keys, as are Decimal('1.0') and
+        # Decimal('1.00'), but not to DuckDB
+        key = (sql, *((type(value), repr(value)) for value in parameters))
+        rows = self._answers.get(key)
+        if rows is None:
+            rows = self._connection.execute(sql, list(parameters)).fetchall()
+            if len(self._answers) >= _ANSWERS_KEPT:
+                self._answers.clear()
+            self._answers[key] = rows
+        return _Answer(rows)
+
+
+class _Answer:
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return list(self._rows)
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+
 class DuckdbSource:
-    """A DuckDB file opened with read_only=True: the schema, and row samples."""
+    """A DuckDB file attached read-only (`DuckdbHost.source`): the schema, and row samples, both
+    remembered per file (`_Remembered`, `_Asking`)."""
 
     def __init__(self, path: Path) -> None:
-        import duckdb
-
-        self.connection = duckdb.connect(str(path), read_only=True, config={"threads": 1})
+        self._remembered = _remembered(path)
+        self.connection = DUCKDB_HOST.source(path)
+        self._asking = _Asking(self.connection, self._remembered.answers)
 
     def close(self) -> None:
         self.connection.close()
 
     def schema(self) -> Schema:
+        if self._remembered.schema is None:
+            self._remembered.schema = self._read_schema()
+        return self._remembered.schema
+
+    def _read_schema(self) -> Schema:
         read = self.connection.execute
         tables = []
         rows = read(
@@ -276,18 +518,40 @@ class DuckdbSource:
     def sample(self, table: Table, count: int, rng: random.Random) -> list[tuple[Any, ...]]:
         names = capped_columns(table)
         source = quote(table.name)
-        return sample_in_rowid_runs(self.connection, names, source, count, rng, bounded_runs=True)
+        return sample_in_rowid_runs(self._asking, names, source, count, rng, bounded_runs=True,
+                                    read_run=self._run_reader(names, source))
+
+    def _run_reader(self, names: str, source: str) -> Callable[[int, int, int], Sequence[tuple[Any, ...]]] | None:
+        """For a table of at most `WHOLE_TABLE_ROWS` rowids, its rows read once in rowid order (and
+        remembered with the file): a run is then a slice of them, where DuckDB would plan and scan
+        for each (the rowid range is no index to it). None for a bigger or an empty table."""
+        table = self._remembered.tables.get((source, names))
+        if table is None:
+            low, high = self._asking.execute(f"SELECT min(rowid), max(rowid) FROM {source}").fetchone()  # type: ignore[misc]
+            if low is None or high - low >= WHOLE_TABLE_ROWS:
+                return None
+            rows = self.connection.execute(f"SELECT rowid, {names} FROM {source} ORDER BY rowid").fetchall()
+            table = self._remembered.tables[source, names] = ([row[0] for row in rows], rows)
+        rowids, rows = table
+
+        def read_run(low: int, high: int, limit: int) -> Sequence[tuple[Any, ...]]:
+            start = bisect.bisect_left(rowids, low)
+            return rows[start:min(bisect.bisect_right(rowids, high), start + limit)]
+
+        return read_run
 
     def rows_matching(self, table: Table, columns: Sequence[str], values: Sequence[tuple[Any, ...]], limit: int) -> list[tuple[Any, ...]]:
         """Rows whose `columns` equal one of the `values` tuples (parents of sampled children)."""
-        return rows_matching(self.connection, table, columns, values, limit)
+        return rows_matching(self._asking, table, columns, values, limit)
 
 
 def sample_in_rowid_runs(connection: Any, names: str, source: str, count: int, rng: random.Random, *,
-                         bounded_runs: bool) -> list[tuple[Any, ...]]:
+                         bounded_runs: bool, read_run: Callable[[int, int, int], Sequence[tuple[Any, ...]]] | None = None,
+                         ) -> list[tuple[Any, ...]]:
     """Up to `count` rows of `source` (columns `names`, quoted) read in a few short rowid runs from
     seeded starting points (a sqlite3 or a duckdb connection). `bounded_runs`: a run's rows also
-    lie within 4 run-lengths of its start (the DuckDB reader's query)."""
+    lie within 4 run-lengths of its start (the DuckDB reader's query). `read_run(low, high, limit)`:
+    the rows (rowid first) that bounded query would return, read from a copy of the table instead."""
     low, high = connection.execute(f"SELECT min(rowid), max(rowid) FROM {source}").fetchone()
     if low is None:
         return []
@@ -299,7 +563,9 @@ def sample_in_rowid_runs(connection: Any, names: str, source: str, count: int, r
     seen: dict[int, tuple[Any, ...]] = {}
     for _ in range(runs):
         start = rng.randint(low, high)
-        if bounded_runs:
+        if read_run is not None:
+            run = read_run(start, start + 4 * per_run, per_run)
+        elif bounded_runs:
             run = connection.execute(f"SELECT rowid, {names} FROM {source} WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT ?",
                                      [start, start + 4 * per_run, per_run]).fetchall()
         else:

@@ -1,0 +1,197 @@
+"""The first run of a suite on DuckDB against the same suite's first run on SQLite: where neighbour
+databases are generated (a cold cache), and again with them cached (warm).
+
+Run from the repo root::
+
+    python benchmarks/duckdb_cold.py [--spider DIR] [--databases world_1,car_1,concert_singer]
+                                     [--predictions FILE] [--out DIR] [--repeat N] [--neighbours N]
+                                     [--profile OUT.prof]
+
+1. The Spider dev questions of ``--databases`` (default: ``world_1``, the biggest dev database with
+   5,303 rows and 120 questions; ``car_1``, 890 rows and 92 questions; ``concert_singer``, 31 rows
+   and 45 questions), their gold (``dev_gold.sql``) and a predictions file aligned with ``dev.json``
+   (default DAIL-SQL's ``predictions/dail_sql_gpt4.sql``).
+2. Each database is copied to a DuckDB file in ``--out`` with ``copy_database`` (what
+   ``nl2sql copy-db`` runs). A copy already there is reused: neighbours are seeded from the
+   source's content, so comparing two versions of the code needs the same copies (``--out``).
+3. The same suite twice, a YAML ``cases:`` file with ``dialect: sqlite`` (gold and predictions are
+   SQLite SQL, translated by the plugin for DuckDB): the cases name the SQLite file, or its DuckDB
+   copy. Predictions go in a JSONL file keyed by case id.
+4. Each suite runs in its own ``python -m pytest -p no:cacheprovider -n 0`` subprocess, reaped with
+   ``os.wait4`` (wall time; CPU time of the process and its reaped children, which include the
+   engines' worker processes). **cold**: ``NL2SQL_CACHE_DIR`` a fresh empty folder, so every
+   neighbour database is generated; **warm**: the same suite again on that folder. The engines
+   alternate (SQLite cold, DuckDB cold, SQLite warm, DuckDB warm) so that load from elsewhere hits
+   both; with ``--repeat N`` the best of N rounds counts. The ratios DuckDB/SQLite are printed for
+   cold and warm, wall and CPU; the issue's target is a cold ratio of at most 2.
+5. The JSON report of each engine's last cold run is kept in ``--out`` (``report-sqlite.json``,
+   ``report-duckdb.json``): to check that a change leaves every verdict as it was, compare the
+   ``verdict``, ``reason`` and ``neighbours`` of each item with an earlier run's (same ``--out``).
+   With ``--profile OUT``, one more cold DuckDB run under cProfile writes ``OUT`` and prints the
+   top of it (cumulative and own time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pstats
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SPIDER = ROOT.parent / "shared" / "data" / "spider"
+DEFAULT_DATABASES = "world_1,car_1,concert_singer"
+TARGET_RATIO = 2.0  # issue 20: a cold first run on DuckDB at most twice the same suite's on SQLite
+
+
+@dataclass(frozen=True)
+class Run:
+    wall: float
+    cpu: float
+    returncode: int
+    output: str
+
+
+def dev_cases(spider: Path, predictions: Path, databases: set[str]) -> list[dict[str, Any]]:
+    """(id, db_id, question, gold, predicted) of the dev items on `databases`."""
+    questions = json.loads((spider / "dev.json").read_text())
+    golds = [line.rstrip("\n").rsplit("\t", 1) for line in (spider / "dev_gold.sql").read_text().splitlines() if line.strip()]
+    preds = [line.split("\t", 1)[0].strip() for line in predictions.read_text().splitlines()]
+    assert len(questions) == len(golds) == len(preds), (len(questions), len(golds), len(preds))
+    return [{"id": f"dev-{index:04d}", "db_id": db_id, "question": question["question"], "gold": gold, "predicted": predicted}
+            for index, (question, (gold, db_id), predicted) in enumerate(zip(questions, golds, preds)) if db_id in databases]
+
+
+def copy_to_duckdb(spider: Path, db_ids: list[str], out: Path) -> dict[str, Path]:
+    """A DuckDB copy of each database in `out` (an existing copy is kept: see the docstring)."""
+    from pytest_nl2sql.copydb import copy_database
+
+    copies = {}
+    for db_id in db_ids:
+        target = out / "duckdb" / f"{db_id}.duckdb"
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            started = time.perf_counter()
+            report = copy_database(str(spider / "database" / db_id / f"{db_id}.sqlite"), f"duckdb:///{target}", create=True)
+            print(f"  copied {db_id}: {report.rows} rows in {time.perf_counter() - started:.2f} s ({len(report.warnings)} warnings)")
+        copies[db_id] = target
+    return copies
+
+
+def write_suite(engine: str, cases: list[dict[str, Any]], spider: Path, copies: dict[str, Path], out: Path) -> Path:
+    folder = out / engine
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+
+    def database(db_id: str) -> str:
+        return str(spider / "database" / db_id / f"{db_id}.sqlite") if engine == "sqlite" else f"duckdb:///{copies[db_id]}"
+
+    (folder / "suite.nl2sql.yaml").write_text(yaml.safe_dump({"dialect": "sqlite", "cases": [
+        {"id": c["id"], "question": c["question"], "database": database(c["db_id"]), "gold": c["gold"], "tags": [c["db_id"]]}
+        for c in cases]}, sort_keys=False, width=10_000))
+    (folder / "predictions.jsonl").write_text("".join(json.dumps({"id": c["id"], "predicted": c["predicted"]}) + "\n" for c in cases))
+    return folder
+
+
+def pytest_command(folder: Path, report: Path, neighbours: int | None) -> list[str]:
+    return ["-m", "pytest", str(folder / "suite.nl2sql.yaml"), "-q", "-p", "no:cacheprovider", "-n", "0",
+            "-c", str(folder / "pytest.ini"), f"--rootdir={folder}", f"--nl2sql-predictions={folder / 'predictions.jsonl'}",
+            f"--nl2sql-report=json:{report}", "--tb=no", "--no-header",
+            *([f"--nl2sql-neighbours={neighbours}"] if neighbours is not None else [])]
+
+
+def measure(command: list[str], cwd: Path, cache: Path) -> Run:
+    """Run `command` in its own process; wall and CPU time (it and its reaped children)."""
+    env = {**os.environ, "NL2SQL_CACHE_DIR": str(cache)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # no recompiling every module in every run
+    with tempfile.TemporaryFile() as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, *command], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        output = out.read().decode(errors="replace")
+    return Run(wall, usage.ru_utime + usage.ru_stime, proc.returncode, output)
+
+
+def checked(run: Run, label: str) -> Run:
+    if run.returncode not in (0, 1):  # 1: some cases failed, as expected of a model's predictions
+        raise SystemExit(f"{label}: pytest exited {run.returncode}\n{run.output[-3000:]}")
+    return run
+
+
+def summary(report: Path) -> str:
+    items = json.loads(report.read_text())["items"]
+    passed = sum(item["passed"] for item in items)
+    on_neighbours = sum(1 for item in items if item.get("neighbours"))
+    return f"{passed}/{len(items)} passed, {on_neighbours} judged on neighbours"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spider", type=Path, default=DEFAULT_SPIDER)
+    parser.add_argument("--databases", default=DEFAULT_DATABASES)
+    parser.add_argument("--predictions", type=Path)
+    parser.add_argument("--out", type=Path, help="work folder (copies, suites, reports); kept. Default: a temporary one")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds; the best counts")
+    parser.add_argument("--neighbours", type=int, help="--nl2sql-neighbours (default: the plugin's)")
+    parser.add_argument("--profile", type=Path, help="also profile a cold DuckDB run with cProfile into this file")
+    args = parser.parse_args()
+    spider = args.spider.resolve()
+    predictions = (args.predictions or spider / "predictions" / "dail_sql_gpt4.sql").resolve()
+    db_ids = args.databases.split(",")
+    out = (args.out or Path(tempfile.mkdtemp(prefix="nl2sql-duckdb-cold-"))).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    cases = dev_cases(spider, predictions, set(db_ids))
+    print(f"{len(cases)} Spider dev cases on {', '.join(db_ids)}; predictions {predictions.name}; work in {out}")
+    copies = copy_to_duckdb(spider, db_ids, out)
+    folders = {engine: write_suite(engine, cases, spider, copies, out) for engine in ("sqlite", "duckdb")}
+
+    runs: dict[tuple[str, str], list[Run]] = {}
+    for round_number in range(args.repeat):
+        caches = {engine: Path(tempfile.mkdtemp(prefix=f"cache-{engine}-", dir=out)) for engine in folders}
+        for phase in ("cold", "warm"):
+            for engine, folder in folders.items():
+                report = out / (f"report-{engine}.json" if phase == "cold" else f"report-{engine}-warm.json")
+                run = checked(measure(pytest_command(folder, report, args.neighbours), folder, caches[engine]), f"{engine} {phase}")
+                runs.setdefault((engine, phase), []).append(run)
+                print(f"  round {round_number + 1} {engine:6} {phase}: wall {run.wall:6.2f} s  cpu {run.cpu:6.2f} s  ({summary(report)})")
+        for cache in caches.values():
+            shutil.rmtree(cache, ignore_errors=True)
+
+    print(f"\n{'':14}{'SQLite':>16}{'DuckDB':>16}{'DuckDB/SQLite':>16}")
+    for phase in ("cold", "warm"):
+        for measure_name in ("wall", "cpu"):
+            sqlite = min(getattr(r, measure_name) for r in runs["sqlite", phase])
+            duckdb = min(getattr(r, measure_name) for r in runs["duckdb", phase])
+            print(f"{phase + ' ' + measure_name:14}{sqlite:14.2f} s{duckdb:14.2f} s{duckdb / sqlite:15.2f}×")
+    cold = min(r.wall for r in runs["duckdb", "cold"]) / min(r.wall for r in runs["sqlite", "cold"])
+    print(f"cold wall ratio {cold:.2f}× (target at most {TARGET_RATIO:.0f}×: {'met' if cold <= TARGET_RATIO else 'NOT met'})")
+    print(f"reports: {out / 'report-sqlite.json'}, {out / 'report-duckdb.json'}")
+
+    if args.profile:
+        cache = Path(tempfile.mkdtemp(prefix="cache-profile-", dir=out))
+        profile = args.profile.resolve()
+        run = checked(measure(["-m", "cProfile", "-o", str(profile), *pytest_command(folders["duckdb"], out / "report-profile.json",
+                                                                                       args.neighbours)], folders["duckdb"], cache),
+                      "profile")
+        shutil.rmtree(cache, ignore_errors=True)
+        print(f"\nprofiled cold DuckDB run: wall {run.wall:.2f} s (under cProfile), {profile}")
+        stats = pstats.Stats(str(profile))
+        stats.sort_stats("cumulative").print_stats(30)
+        stats.sort_stats("tottime").print_stats(20)
+
+
+if __name__ == "__main__":
+    main()
