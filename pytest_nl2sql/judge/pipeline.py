@@ -16,6 +16,7 @@ import functools
 import json
 import os
 import sqlite3
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -153,6 +154,7 @@ class Pipeline:
     _malloy_compiler: Any = None  # pytest_nl2sql.malloy.MalloyCompiler, started on the first Malloy prediction
     _malloy_schemas: dict[str, Any] = field(default_factory=dict)  # database key -> its tables, for the compiler
     _malloy_engines: dict[str, Any] = field(default_factory=dict)  # SQLite file key -> where its Malloy predictions run
+    _malloy_lock: threading.Lock = field(default_factory=threading.Lock)  # the copies and schemas above, made once
     _rows: dict[tuple[int, str, int], SampleRows] = field(default_factory=dict)  # `sample_rows`, per engine
 
     @property
@@ -365,15 +367,16 @@ class Pipeline:
         if engine.dialect != EngineKind.SQLITE.value or getattr(engine, "path", None) is None:
             return engine
         spec = DatabaseSpec(EngineKind.SQLITE, path=Path(engine.path))
-        if spec.key not in self._malloy_engines:
-            copy = self._copies().copy_of(spec)
-            if copy.path is None:
-                self._malloy_engines[spec.key] = engine
-            else:
-                if copy.digest is not None:
-                    self.neighbour_cache().know_content(copy.path, copy.digest)
-                self._malloy_engines[spec.key] = self._open_other(OtherDatabase(copy.path, EngineKind.DUCKDB, "copy"))
-        return self._malloy_engines[spec.key]
+        with self._malloy_lock:  # hooks may read `case.malloy_model` in threads (--nl2sql-concurrency)
+            if spec.key not in self._malloy_engines:
+                copy = self._copies().copy_of(spec)
+                if copy.path is None:
+                    self._malloy_engines[spec.key] = engine
+                else:
+                    if copy.digest is not None:
+                        self.neighbour_cache().know_content(copy.path, copy.digest)
+                    self._malloy_engines[spec.key] = self._open_other(OtherDatabase(copy.path, EngineKind.DUCKDB, "copy"))
+            return self._malloy_engines[spec.key]
 
     def _copies(self) -> Any:
         """The local DuckDB copies of server databases (and of SQLite files, for Malloy)."""
@@ -399,15 +402,19 @@ class Pipeline:
             spec = DatabaseSpec(EngineKind(engine.dialect), path=Path(engine.path))
         if spec is None or spec.kind not in (EngineKind.SQLITE, EngineKind.DUCKDB, EngineKind.POSTGRES, EngineKind.MYSQL):
             raise MalloySetupError(f"Malloy predictions run on SQLite, DuckDB, PostgreSQL and MySQL/MariaDB cases, not on {engine.dialect}")
-        if spec.key not in self._malloy_schemas:
-            from pytest_nl2sql.copydb.sources import open_source
+        with self._malloy_lock:
+            if spec.key not in self._malloy_schemas:
+                from pytest_nl2sql.copydb.sources import open_source
 
-            source = open_source(spec)
-            try:
-                self._malloy_schemas[spec.key] = tuple(source.tables())
-            finally:
-                source.close()
-        return self._malloy_schemas[spec.key]
+                try:
+                    source = open_source(spec)
+                    try:
+                        self._malloy_schemas[spec.key] = tuple(source.tables())
+                    finally:
+                        source.close()
+                except Exception as error:  # noqa: BLE001 - a driver's or copy-db's refusal: the case is not judged
+                    raise MalloySetupError(f"cannot read the schema the Malloy compiler needs: {type(error).__name__}: {error}") from None
+            return self._malloy_schemas[spec.key]
 
     @staticmethod
     def _malloy_model(case: Case) -> str | None:
