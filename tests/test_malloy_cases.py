@@ -23,12 +23,13 @@ COUNT = "SELECT count(*) FROM singer"
 BY_COUNTRY = "SELECT country, count(*) FROM singer GROUP BY country"
 ANSWERS = {
     "right": (COUNT, "run: singer -> { aggregate: n is count() }"),
+    "fenced": (COUNT, "Here it is:\n```malloy\nrun: singer -> { aggregate: n is count() }\n```\n"),
     "grouped": (BY_COUNTRY, "run: singer -> { group_by: country; aggregate: singers is count() }"),
     "wrong": (COUNT, "run: singer -> { where: age > 30; aggregate: n is count() }"),
     "syntax": (COUNT, "run: singer -> {\n  aggregate: n is count(\n}"),
     "unknown-field": (COUNT, "run: singer -> {\n  group_by: nme\n}"),
 }
-EXPECTED = {"right": "pass", "grouped": "pass", "wrong": "mismatch", "syntax": "pred_error", "unknown-field": "pred_error"}
+EXPECTED = {"right": "pass", "fenced": "pass", "grouped": "pass", "wrong": "mismatch", "syntax": "pred_error", "unknown-field": "pred_error"}
 
 
 @pytest.fixture(scope="module")

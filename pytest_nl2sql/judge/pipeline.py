@@ -337,6 +337,9 @@ class Pipeline:
         from pytest_nl2sql.malloy import MalloyCompileError, MalloyUnavailable
 
         query = prediction.value.text
+        fenced = extract_sql(query)  # a model's Markdown answer: the query in its fenced block
+        if fenced.problem is None and fenced.sql is not None:
+            query = fenced.sql
         if not query.strip():
             return dataclasses.replace(prediction, value=""), None  # no_prediction, as empty SQL is
         try:
