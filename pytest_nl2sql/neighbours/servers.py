@@ -66,7 +66,7 @@ class ServerCopies:
         self._copies: dict[str, ServerCopy] = {}
 
     def copy_of(self, spec: DatabaseSpec) -> ServerCopy:
-        url = spec.url or f"{spec.kind.value}:///{spec.path}"  # a SQLite file: copied for a Malloy prediction
+        url = _source_url(spec)
         if url not in self._copies:
             copy = self._copy(spec)
             self._copies[url] = copy
@@ -91,7 +91,7 @@ class ServerCopies:
         if estimate > self.row_budget:
             return ServerCopy(None, f"about {estimate:,} rows, over the {self.row_budget:,} rows copied for neighbours")
         self.folder.mkdir(parents=True, exist_ok=True)
-        url = spec.url or f"{spec.kind.value}:///{spec.path}"
+        url = _source_url(spec)
         name = hashlib.sha256(url.encode()).hexdigest()[:16]
         path = self.folder / f"{name}-{os.getpid()}.duckdb"
         _remove(path)
@@ -116,6 +116,11 @@ class ServerCopies:
             return ServerCopy(None, f"copy-db failed: {type(error).__name__}: {error}")
         atexit.register(_remove, path)
         return ServerCopy(path, digest=content_digest(path))
+
+
+def _source_url(spec: DatabaseSpec) -> str:
+    """What copy-db reads: the server's URL, or a file's (a SQLite file, copied for a Malloy prediction)."""
+    return spec.url or f"{spec.kind.value}:///{spec.path}"
 
 
 def content_digest(path: Path) -> str:
