@@ -44,6 +44,7 @@ class Database:
     dialect: str
     count_rows: Callable[[], int]
     hostile: list[tuple[str, type[EngineError]]] = field(default_factory=list)
+    attached: bool = False  # a DuckDB file attached to a shared worker's instance (neighbours)
 
 
 COMMON_HOSTILE: list[tuple[str, type[EngineError]]] = [
@@ -155,7 +156,7 @@ def _mariadb(database: str) -> Iterator[Database]:
         admin.close()
 
 
-def _duckdb(directory: Path) -> Iterator[Database]:
+def _duckdb(directory: Path, *, attached: bool = False) -> Iterator[Database]:
     duckdb = pytest.importorskip("duckdb", reason="duckdb is not installed")
     path = directory / "scratch.duckdb"
     conn = duckdb.connect(str(path))
@@ -179,31 +180,80 @@ def _duckdb(directory: Path) -> Iterator[Database]:
         ("PRAGMA enable_profiling", QueryError),
         ("INSTALL httpfs", QueryError),
         ("CREATE TEMP VIEW t AS SELECT 99 AS x", QueryError),
+        ("DETACH memory", QueryError),
+        ("USE memory", QueryError),
     ]
     yield Database(
         url=f"duckdb:///{path}",
         dialect="duckdb",
         count_rows=count_rows,
         hostile=COMMON_HOSTILE + hostile,
+        attached=attached,
     )
 
 
-@pytest.fixture(scope="module", params=["postgres", "mariadb", "duckdb"])
+@pytest.fixture(scope="module", params=["postgres", "mariadb", "duckdb", "duckdb-attached"])
 def database(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[Database]:
     name = f"nl2sql_test_{uuid.uuid4().hex[:12]}"
     factory = {
         "postgres": lambda: _postgres(name),
         "mariadb": lambda: _mariadb(name),
         "duckdb": lambda: _duckdb(tmp_path_factory.mktemp("duck")),
+        "duckdb-attached": lambda: _duckdb(tmp_path_factory.mktemp("duck"), attached=True),
     }[request.param]
     yield from factory()
 
 
 @pytest.fixture(scope="module")
 def engine(database: Database):
+    if database.attached:  # as a neighbour is opened: in a worker shared with other databases
+        from pytest_nl2sql.engines.duckdb import DuckdbEngine, new_worker
+
+        worker = new_worker()
+        engine = DuckdbEngine(Path(database.url.removeprefix("duckdb:///")), worker=worker)
+        yield engine
+        engine.close()
+        worker.shutdown()
+        return
     engine = open_engine(database.url)
     yield engine
     engine.close()
+
+
+def test_an_attached_duckdb_reaches_no_file(tmp_path: Path) -> None:
+    """Neighbours are attached to one DuckDB instance per worker, which may attach only from a
+    private folder: the folder is empty while queries run, no path leads out of it, and the
+    folder is gone with the worker."""
+    duckdb = pytest.importorskip("duckdb", reason="duckdb is not installed")
+    from pytest_nl2sql.engines.duckdb import DuckdbEngine, new_worker
+
+    paths = []
+    for name in ("a", "b"):
+        paths.append(tmp_path / f"{name}.duckdb")
+        with duckdb.connect(str(paths[-1])) as conn:
+            conn.execute(f"CREATE TABLE t AS SELECT '{name}' AS s")
+    (tmp_path / "secret.csv").write_text("x\nsecret\n")
+    worker = new_worker()
+    first, second = (DuckdbEngine(path, worker=worker) for path in paths)
+    try:
+        assert first.execute("SELECT s FROM t", LIMITS).rows == [("a",)]
+        assert second.execute("SELECT s FROM t", LIMITS).rows == [("b",)]
+        assert first.schema_columns() == {"t": ["s"]}
+        (link,) = second.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()", LIMITS).rows[0]
+        folder = Path(link).parent
+        assert folder != tmp_path and folder.is_dir() and list(folder.iterdir()) == []
+        assert second.execute(f"SELECT count(*) FROM glob('{folder}/*')", LIMITS).rows == [(0,)]
+        for sql in (f"SELECT * FROM read_csv('{folder}/../{tmp_path.name}/secret.csv')",
+                    f"SELECT * FROM read_csv('{tmp_path}/secret.csv')",
+                    f"SELECT * FROM '{paths[0]}'",
+                    f"ATTACH '{folder}/x.duckdb' AS x"):
+            with pytest.raises(QueryError):
+                second.execute(sql, LIMITS)
+    finally:
+        first.close()
+        second.close()
+        worker.shutdown()
+    assert not folder.exists()
 
 
 def test_rows_come_back_as_plain_values(engine, database: Database) -> None:

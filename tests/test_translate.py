@@ -335,6 +335,18 @@ def test_without_column_types_affinity_is_left_to_the_engine() -> None:
     assert translate("SELECT * FROM concert WHERE year = 2014", "sqlite", bare).endswith('"Year" = 2014')
 
 
+def test_a_translation_is_remembered_per_schema_and_engine() -> None:
+    """Translations are remembered (a case's two queries are translated again for each neighbour),
+    by the schema and types they were made with: another schema gets its own."""
+    sql = "SELECT * FROM concert WHERE year = 2015"
+    typed, untyped, mysql = Fake("postgres"), Fake("postgres", types={}), Fake("mysql", types={})
+    for _ in range(2):
+        assert translate(sql, "sqlite", typed).endswith(""""Year" = '2015'""")
+        assert translate(sql, "sqlite", untyped).endswith('"Year" = 2015')
+        assert translate(sql, "sqlite", mysql).endswith("Year = 2015")
+    assert (typed.reads, untyped.reads) == (1, 1)  # each engine's schema read once
+
+
 # -- LIKE, subqueries, aliases -------------------------------------------------------------------
 
 

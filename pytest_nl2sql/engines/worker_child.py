@@ -14,7 +14,8 @@ first value that is not a plain int, float, str or bytes), so it starts in ~20 m
 dump behind an 8-byte length (plain values only: marshal is faster than pickle, and loading it
 runs no code, should a query ever take over this process); every request gets exactly one reply:
 
-    ("open", handle, kind, args)  -> None         open a database: OPENERS[kind](*args)
+    ("open", handle, kind, args)  -> None         open a database: OPENERS[kind](*args), or
+                                                  "duckdb_attached" in the shared instance
     ("run", handle, sql, timeout, stated_timeout, max_rows, max_value_bytes)
                                   -> (columns, rows, done, deterministic)
                                                   start a query, with its first rows, and whether
@@ -581,7 +582,7 @@ class DuckdbSession(Session):
     def __init__(self, path: str, config: dict[str, Any]) -> None:
         super().__init__()
         self.path = path
-        self._duckdb = duckdb = _import_duckdb()
+        self._duckdb = _import_duckdb()
         self._timer: threading.Timer | None = None
         self._interrupted = False  # the timer fired during the running query
         self._deadline = INFINITY
@@ -589,8 +590,13 @@ class DuckdbSession(Session):
         self._memory_limit = str(config.get("memory_limit", ""))
         if not os.path.isfile(path):
             raise Refusal("missing", f"database file not found: {path}")
+        self._conn = self._connect(path, config)
+
+    def _connect(self, path: str, config: dict[str, Any]) -> Any:
+        """A DuckDB instance of its own for the file (15-20 ms: DuckDB sets up its catalog)."""
+        duckdb = self._duckdb
         try:
-            self._conn = duckdb.connect(path, read_only=True, config=dict(config))
+            return duckdb.connect(path, read_only=True, config=dict(config))
         except duckdb.Error as error:
             raise Refusal("missing", f"cannot open DuckDB database {path}: {error}") from None
 
@@ -683,6 +689,102 @@ class DuckdbSession(Session):
         self._conn.close()
 
 
+class AttachedDuckdbSession(DuckdbSession):
+    """A DuckDB file attached read-only to the child's one shared instance (`SharedDuckdb`),
+    queried through a connection of its own whose default database it is: about a millisecond to
+    open and close, where an instance of its own costs 15-20 ms. For the many short-lived
+    databases a case is judged on (neighbours, a counterexample's attempts)."""
+
+    def __init__(self, shared: SharedDuckdb, path: str, config: dict[str, Any]) -> None:
+        self._shared = shared
+        self._alias = ""
+        super().__init__(path, config)
+
+    def _connect(self, path: str, config: dict[str, Any]) -> Any:
+        connection, self._alias = self._shared.attach(path, config)
+        return connection
+
+    def close(self) -> None:
+        super().close()
+        self._shared.detach(self._alias)
+
+
+class SharedDuckdb:
+    """The child's one DuckDB instance for attached databases, as closed to the outside as an
+    instance of its own (`duckdb.READ_ONLY_CONFIG`): no file access, configuration locked.
+
+    DuckDB attaches nothing once external access is off, except from `allowed_directories`, so
+    that is set to a private empty folder (`mkdtemp`, mode 0700) before access is switched off
+    and the configuration locked. To attach a file, a hard link to it (a copy where the file is on
+    another file system) is put in the folder, attached read-only, and removed at once: while a
+    query runs the folder is empty, so no function can read any file through it (DuckDB resolves
+    symbolic links, and `..`, before it checks a path). Untrusted SQL can attach nothing itself:
+    only a SELECT statement runs (`DuckdbSession._start`)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        import tempfile
+
+        duckdb = _import_duckdb()
+        self.config = dict(config)
+        if self.config.get("enable_external_access", True) or not self.config.get("lock_configuration"):
+            raise Refusal("query", "a shared DuckDB instance must be closed to files and locked")
+        self._folder = tempfile.mkdtemp(prefix="nl2sql-attach-")
+        opened = {k: v for k, v in self.config.items() if k not in ("enable_external_access", "lock_configuration")}
+        self._conn = duckdb.connect(":memory:", config=opened)
+        self._conn.execute(f"SET allowed_directories = [{_quoted(self._folder + os.sep)}]")
+        self._conn.execute("SET enable_external_access = false")
+        self._conn.execute("SET lock_configuration = true")
+        self._names = 0
+
+    def attach(self, path: str, config: dict[str, Any]) -> tuple[Any, str]:
+        """(a connection whose default database is `path`, attached read-only; its alias)."""
+        if dict(config) != self.config:
+            raise Refusal("query", "a shared DuckDB instance serves one configuration")
+        duckdb = _import_duckdb()
+        self._names += 1
+        alias = f"nl2sql_{self._names}"
+        link = os.path.join(self._folder, f"{alias}.duckdb")
+        try:
+            try:
+                os.link(path, link)
+            except OSError:
+                import shutil
+
+                shutil.copyfile(path, link)
+            try:
+                self._conn.execute(f"ATTACH {_quoted(link)} AS {alias} (TYPE duckdb, READ_ONLY)")
+            finally:
+                os.unlink(link)
+        except (OSError, duckdb.Error) as error:
+            raise Refusal("missing", f"cannot open DuckDB database {path}: {_message(error)}") from None
+        connection = self._conn.cursor()
+        try:
+            connection.execute(f"USE {alias}")
+        except duckdb.Error as error:
+            connection.close()
+            self.detach(alias)
+            raise Refusal("missing", f"cannot open DuckDB database {path}: {_message(error)}") from None
+        return connection, alias
+
+    def detach(self, alias: str) -> None:
+        """Detach a database whose connection is closed (DuckDB detaches no connection's
+        default database)."""
+        try:
+            self._conn.execute(f"DETACH DATABASE IF EXISTS {alias}")
+        except Exception:  # noqa: BLE001 - an alias left attached costs memory only
+            pass
+
+    def close(self) -> None:
+        import shutil
+
+        self._conn.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _message(error: BaseException) -> str:
     return str(error).strip()
 
@@ -740,6 +842,8 @@ def _base() -> Any:
 # -- the server -----------------------------------------------------------------------------------
 
 OPENERS: dict[str, Callable[..., Session]] = {"sqlite": SqliteSession, "duckdb": DuckdbSession}
+"""Openers of a database of its own; "duckdb_attached" opens a DuckDB file in the child's shared
+instance (`Server.open`)."""
 
 
 def read_message(read: Callable[[int], bytes]) -> Any:
@@ -781,6 +885,21 @@ class Server:
     def __init__(self, address_space: int) -> None:
         self.sessions: dict[int, Session] = {}
         self.address_space = address_space
+        self._shared_duckdb: SharedDuckdb | None = None
+
+    def open(self, kind: str, args: tuple[Any, ...]) -> Session:
+        if kind == "duckdb_attached":
+            path, config = args
+            if self._shared_duckdb is None:
+                self._shared_duckdb = SharedDuckdb(config)
+            return AttachedDuckdbSession(self._shared_duckdb, path, config)
+        return OPENERS[kind](*args)
+
+    def close(self) -> None:
+        for session in self.sessions.values():
+            session.close()
+        if self._shared_duckdb is not None:
+            self._shared_duckdb.close()
 
     def handle(self, message: tuple[Any, ...]) -> Any:
         op = message[0]
@@ -800,7 +919,7 @@ class Server:
             old = self.sessions.pop(handle, None)
             if old is not None:
                 old.close()
-            self.sessions[handle] = OPENERS[kind](*args)
+            self.sessions[handle] = self.open(kind, args)
             return None
         if op == "close":
             session = self.sessions.pop(message[1], None)
@@ -880,8 +999,7 @@ def serve(kind: str, address_space: int) -> None:
             write_all(replies, reply)
         except BrokenPipeError:
             break
-    for session in server.sessions.values():
-        session.close()
+    server.close()
 
 
 if __name__ == "__main__":

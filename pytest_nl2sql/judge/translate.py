@@ -121,20 +121,28 @@ def translate(
     write = engine.dialect
     if not read or read == write:
         return sql
+    if read == "sqlite" and write != "sqlite":
+        if schema is None and types is None:
+            catalogue, target = _described(engine)
+        else:
+            tables = schema if schema is not None else (_schema_of(engine) or {})
+            catalogue = Catalogue.of(tables, types if types is not None else _types_of(engine))
+            target = Target(write, _version_of(engine))
+        return _translated(sql, read, catalogue, target)
+    return _translated(sql, read, None, Target(write))
+
+
+@functools.lru_cache(maxsize=4096)  # a pure function of its arguments: a case's two queries are
+def _translated(sql: str, read: str, catalogue: Catalogue | None, target: Target) -> str:  # judged on each neighbour
+    """`translate` once the engine is described (`catalogue`: fix SQLite's leniencies)."""
     try:
         expressions = sqlglot.parse(sql, read=read)
-        if read == "sqlite" and write != "sqlite":
-            if schema is None and types is None:
-                catalogue, target = _described(engine)
-            else:
-                tables = schema if schema is not None else (_schema_of(engine) or {})
-                catalogue = Catalogue.of(tables, types if types is not None else _types_of(engine))
-                target = Target(write, _version_of(engine))
+        if catalogue is not None:
             expressions = [_fixed(e, catalogue, target) if e is not None else None for e in expressions]
-        writer = Dialect.get_or_raise(write)
+        writer = Dialect.get_or_raise(target.dialect)
         return ";\n".join(writer.generate(e, copy=False) if e is not None else "" for e in expressions)
     except (SqlglotError, RecursionError) as e:  # a deeply nested query exhausts the parser's stack
-        raise QueryError(f"cannot translate the query from {read} to {write}: {e}") from e
+        raise QueryError(f"cannot translate the query from {read} to {target.dialect}: {e}") from e
 
 
 # What translating for an engine needs to know of it, read once per engine (PostgreSQL, MySQL and
@@ -230,13 +238,25 @@ def type_affinity(name: str | None) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Catalogue:
     """The schema, looked up ignoring case: table -> (exact name, {column lower: exact column}),
-    and table -> {column lower: affinity} where the engine gave the types."""
+    and table -> {column lower: affinity} where the engine gave the types. Equal catalogues (by
+    their content) translate a query alike: translations are remembered by catalogue."""
 
     tables: Mapping[str, tuple[str, Mapping[str, str]]]
     types: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
+
+    @functools.cached_property
+    def _key(self) -> tuple[Any, ...]:
+        return (tuple((t, name, tuple(columns.items())) for t, (name, columns) in self.tables.items()),
+                tuple((t, tuple(kinds.items())) for t, kinds in self.types.items()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Catalogue) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
 
     @classmethod
     def of(cls, schema: Mapping[str, Sequence[str]], types: Mapping[str, Mapping[str, str]] | None = None) -> Catalogue:
