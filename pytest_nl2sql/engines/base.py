@@ -21,6 +21,10 @@ from typing import Any, Protocol
 import sqlglot
 from sqlglot.tokens import Token, TokenType
 
+RowIds = tuple[tuple[str, tuple[int, ...]], ...]
+"""Some rows of a database file: (table, the rowids kept) for every table (a shrink's attempt,
+which a DuckDB engine copies from the file in memory instead of having a file written)."""
+
 
 @dataclass(frozen=True)
 class Limits:

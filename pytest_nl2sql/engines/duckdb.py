@@ -38,6 +38,7 @@ from pytest_nl2sql.engines.base import (
     DatabaseMissing,
     Limits,
     QueryResult,
+    RowIds,
     types_by_table,
 )
 from pytest_nl2sql.engines.worker import Worker
@@ -62,21 +63,26 @@ class DuckdbEngine:
 
     dialect = "duckdb"
 
-    def __init__(self, path: Path, *, worker: Worker | None = None) -> None:
+    def __init__(self, path: Path, *, worker: Worker | None = None,
+                 rows: RowIds | None = None) -> None:
         """`worker`: a DuckDB worker to open the database in, shared with other engines and kept
         by the caller (the short-lived engines of neighbour databases), where it is attached to the
         worker's one DuckDB instance (`worker_child.SharedDuckdb`); by default, a worker and an
-        instance of its own."""
+        instance of its own. `rows`: with a shared worker, a database of only these rows of the
+        file (`base.RowIds`), copied in memory in the worker."""
         self.path = path
         if importlib.util.find_spec("duckdb") is None:  # the parent never imports duckdb itself
             raise DatabaseMissing(f"DuckDB databases need the duckdb package: {INSTALL_HINT}")
         if not path.is_file():
             raise DatabaseMissing(f"database file not found: {path}")
         own = worker is None
+        if own and rows is not None:
+            raise ValueError("a DuckDB engine of some rows of a file needs a shared worker")
         self._worker = worker = worker or new_worker()
         try:
             # a shared worker's databases are attached to one DuckDB instance (~1 ms against 15-20)
-            self._handle = worker.add("duckdb" if own else "duckdb_attached", (str(path), dict(READ_ONLY_CONFIG)))
+            args = (str(path), dict(READ_ONLY_CONFIG), *(() if rows is None else (rows,)))
+            self._handle = worker.add("duckdb" if own else "duckdb_attached", args)
         except BaseException:
             if own:
                 worker.shutdown()

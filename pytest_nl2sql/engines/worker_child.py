@@ -58,6 +58,7 @@ from functools import partial
 # Only what starts fast is imported here (no pathlib, typing, signal): the child is started on
 # the first query of every process, and again after each kill.
 Any = object  # annotations only (they are never evaluated: `from __future__ import annotations`)
+RowIds = object  # base.RowIds, annotations only
 INFINITY = float("inf")
 
 HEADER = struct.Struct("<Q")  # length of the marshal dump that follows
@@ -695,13 +696,15 @@ class AttachedDuckdbSession(DuckdbSession):
     open and close, where an instance of its own costs 15-20 ms. For the many short-lived
     databases a case is judged on (neighbours, a counterexample's attempts)."""
 
-    def __init__(self, shared: SharedDuckdb, path: str, config: dict[str, Any]) -> None:
+    def __init__(self, shared: SharedDuckdb, path: str, config: dict[str, Any],
+                 rows: RowIds | None = None) -> None:
         self._shared = shared
         self._alias = ""
+        self._rows = rows
         super().__init__(path, config)
 
     def _connect(self, path: str, config: dict[str, Any]) -> Any:
-        connection, self._alias = self._shared.attach(path, config)
+        connection, self._alias = self._shared.attach(path, config, self._rows)
         return connection
 
     def close(self) -> None:
@@ -736,10 +739,30 @@ class SharedDuckdb:
         self._conn.execute("SET lock_configuration = true")
         self._names = 0
 
-    def attach(self, path: str, config: dict[str, Any]) -> tuple[Any, str]:
-        """(a connection whose default database is `path`, attached read-only; its alias)."""
+    def attach(self, path: str, config: dict[str, Any],
+               rows: RowIds | None = None) -> tuple[Any, str]:
+        """(a connection whose default database is `path`, attached read-only; its alias). With
+        `rows`, (table, the rowids kept) for every table (`base.RowIds`), the default database is
+        a copy in memory of those rows of those tables (each table as `CREATE TABLE AS` makes it:
+        the columns and types, in rowid order), the file detached again: a shrink's attempt, made
+        here in about a millisecond per table where writing a DuckDB file of it takes ten."""
         if dict(config) != self.config:
             raise Refusal("query", "a shared DuckDB instance serves one configuration")
+        duckdb = _import_duckdb()
+        alias = self._attach_file(path)
+        if rows is not None:
+            source, alias = alias, self._copy_rows(path, alias, rows)
+            self.detach(source)
+        connection = self._conn.cursor()
+        try:
+            connection.execute(f"USE {alias}")
+        except duckdb.Error as error:
+            connection.close()
+            self.detach(alias)
+            raise Refusal("missing", f"cannot open DuckDB database {path}: {_message(error)}") from None
+        return connection, alias
+
+    def _attach_file(self, path: str) -> str:
         duckdb = _import_duckdb()
         self._names += 1
         alias = f"nl2sql_{self._names}"
@@ -757,14 +780,26 @@ class SharedDuckdb:
                 os.unlink(link)
         except (OSError, duckdb.Error) as error:
             raise Refusal("missing", f"cannot open DuckDB database {path}: {_message(error)}") from None
-        connection = self._conn.cursor()
+        return alias
+
+    def _copy_rows(self, path: str, source: str, rows: RowIds) -> str:
+        duckdb = _import_duckdb()
+        self._names += 1
+        alias = f"nl2sql_{self._names}"
         try:
-            connection.execute(f"USE {alias}")
+            self._conn.execute(f"ATTACH ':memory:' AS {alias}")
+            for table, rowids in rows:
+                name = '"' + table.replace('"', '""') + '"'
+                self._conn.execute(
+                    f"CREATE TABLE {alias}.main.{name} AS SELECT * FROM {source}.main.{name}"
+                    " WHERE list_contains(?::BIGINT[], rowid) ORDER BY rowid",
+                    [list(rowids)],
+                )
         except duckdb.Error as error:
-            connection.close()
             self.detach(alias)
-            raise Refusal("missing", f"cannot open DuckDB database {path}: {_message(error)}") from None
-        return connection, alias
+            self.detach(source)
+            raise Refusal("missing", f"cannot copy rows of DuckDB database {path}: {_message(error)}") from None
+        return alias
 
     def detach(self, alias: str) -> None:
         """Detach a database whose connection is closed (DuckDB detaches no connection's
@@ -888,11 +923,10 @@ class Server:
         self._shared_duckdb: SharedDuckdb | None = None
 
     def open(self, kind: str, args: tuple[Any, ...]) -> Session:
-        if kind == "duckdb_attached":
-            path, config = args
+        if kind == "duckdb_attached":  # (path, config[, rows])
             if self._shared_duckdb is None:
-                self._shared_duckdb = SharedDuckdb(config)
-            return AttachedDuckdbSession(self._shared_duckdb, path, config)
+                self._shared_duckdb = SharedDuckdb(args[1])
+            return AttachedDuckdbSession(self._shared_duckdb, *args)
         return OPENERS[kind](*args)
 
     def close(self) -> None:

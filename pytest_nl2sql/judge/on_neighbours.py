@@ -32,7 +32,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from pytest_nl2sql.engines.base import Engine, EngineError, Limits
+from pytest_nl2sql.engines.base import Engine, EngineError, Limits, RowIds
 from pytest_nl2sql.engines.url import EngineKind
 from pytest_nl2sql.judge import gold_memo
 from pytest_nl2sql.judge.compare import CompareOptions, compare_results
@@ -53,6 +53,7 @@ class OtherDatabase:
     kind: EngineKind
     label: str  # how a failure names it: "neighbour 2 of 3 (duplicated rows)" or the file's name
     generated: Any = None  # the `pytest_nl2sql.neighbours.Neighbour` it is, when generated
+    rows: RowIds | None = None  # only these rows of the file (a shrink's attempt, on a DuckDB file); None: all
 
     @property
     def breaks(self) -> str | None:
@@ -193,7 +194,7 @@ def _rules_key(rules: JudgingRules, predicted: str, limits: Limits | None = None
 def _gold_path(database: OtherDatabase, rules: JudgingRules) -> Path | None:
     """Where the gold's outcome on a generated neighbour is remembered (None for any other database)."""
     generated = database.generated
-    if generated is None or getattr(generated, "path", None) != database.path:
+    if generated is None or getattr(generated, "path", None) != database.path or database.rows is not None:
         return None
     key = _rules_key(dataclasses.replace(rules, predicted_dialect=None), "")
     return database.path.parent / "gold" / f"{database.path.stem}-{key[:40]}.json"
@@ -358,11 +359,12 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
     real = failure.breaks is None and own_gold is not None
     keys: list[frozenset[tuple[str, str]]] = []  # the neighbour's key columns, read once: every attempt has its schema
 
-    def differs(path: Path) -> bool:
-        outcome = _judge_on(predicted, OtherDatabase(path, failure.database.kind, failure.database.label), rules, limits, open_engine)
+    def differs(path: Path, rows: RowIds | None = None) -> bool:
+        attempt = OtherDatabase(path, failure.database.kind, failure.database.label, rows=rows)
+        outcome = _judge_on(predicted, attempt, rules, limits, open_engine)
         if outcome is None or outcome[1].verdict is Verdict.PASS:
             return False
-        shrunk = OtherDatabase(path, failure.database.kind, failure.database.label, failure.database.generated)
+        shrunk = dataclasses.replace(attempt, generated=failure.database.generated)
         if real and shrunk.generated is not None and not keys:
             keys.append(neighbour_keys(failure.database.path, failure.database.kind.value, shrunk.generated.invariants))
         if real and not_the_prediction_s_fault(shrunk, own_gold, *outcome, rules, limits, open_engine,  # type: ignore[arg-type]
@@ -373,8 +375,12 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
 
     memo = hashlib.sha256(f"{_rules_key(rules, predicted)}/{real}".encode()).hexdigest()
     try:
+        on_rows = None
+        if failure.database.kind is EngineKind.DUCKDB:
+            def on_rows(rows: RowIds) -> bool:
+                return differs(failure.database.path, rows)
         found = shrink(_as_neighbour(failure.database), differs, tables=tables or None, budget=SHRINK_BUDGET,
-                       hints=_differing_values(failure.judgement), memo=memo)
+                       hints=_differing_values(failure.judgement), memo=memo, differs_on_rows=on_rows)
     except (OSError, EngineError, SqlglotError, ValueError):
         return failure
     gold, judgement = last[-1] if last else (failure.gold, failure.judgement)

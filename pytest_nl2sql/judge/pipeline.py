@@ -543,7 +543,7 @@ class Pipeline:
 
             if self._duckdb_worker is None:
                 self._duckdb_worker = new_worker()
-            return DuckdbEngine(database.path, worker=self._duckdb_worker)
+            return DuckdbEngine(database.path, worker=self._duckdb_worker, rows=database.rows)
         from pytest_nl2sql.engines.sqlite import SqliteEngine
 
         return SqliteEngine(database.path, immutable=True)

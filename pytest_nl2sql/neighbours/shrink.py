@@ -1,7 +1,9 @@
 """Counterexamples small enough to read: delta debugging over a neighbour's rows. Rows are removed
 in chunks, then one by one, keeping each removal after which the two queries still differ; a
 parent row goes with the children that point at it, so foreign keys stay valid. Every attempt is
-a fresh file in a temporary folder; the cached neighbour is only read.
+a fresh file in a temporary folder, or, where the caller's engine can take them from the
+neighbour itself (`differs_on_rows`: a DuckDB file, whose database costs milliseconds to write),
+the rowids of the rows kept; the cached neighbour is only read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from pytest_nl2sql.engines.base import RowIds
 from pytest_nl2sql.neighbours.generate import Repairer, Rows, create_database, parent_columns
 from pytest_nl2sql.neighbours.interrupts import ctrl_c_stops
 from pytest_nl2sql.neighbours.invariants import InvariantKind, Observed
@@ -33,17 +40,24 @@ READABLE_ROWS = 10  # a counterexample this small is read at a glance; past it, 
 PAIR_BUDGET = 400  # runs spent removing pairs (only counterexamples still over READABLE_ROWS rows)
 
 
-def _read(path: Path) -> tuple[Schema, Rows]:
+def _read(path: Path) -> tuple[Schema, Rows, dict[str, list[int]] | None]:
+    """The neighbour's schema, its rows, and (where every table has them) their rowids."""
     kind = "duckdb" if path.suffix == ".duckdb" else "sqlite"
     reader = open_source(path, kind)
     try:
         schema = reader.schema()
         rows: Rows = {}
+        rowids: dict[str, list[int]] | None = {} if all(t.has_rowid for t in schema.tables) else None
         for table in schema.tables:
             names = ", ".join(quote(c.name) for c in table.columns)
-            order = " ORDER BY rowid" if table.has_rowid else ""
-            rows[table.name] = [tuple(r) for r in reader.connection.execute(f"SELECT {names} FROM {quote(table.name)}{order}").fetchall()]
-        return schema, rows
+            if rowids is None:
+                order = " ORDER BY rowid" if table.has_rowid else ""
+                rows[table.name] = [tuple(r) for r in reader.connection.execute(f"SELECT {names} FROM {quote(table.name)}{order}").fetchall()]
+                continue
+            read = reader.connection.execute(f"SELECT rowid, {names} FROM {quote(table.name)} ORDER BY rowid").fetchall()
+            rowids[table.name] = [r[0] for r in read]
+            rows[table.name] = [tuple(r[1:]) for r in read]
+        return schema, rows, rowids
     finally:
         reader.close()
 
@@ -55,10 +69,13 @@ class _Shrinker:
     parent whose last child goes goes with it. A shrunk plausible neighbour stays plausible."""
 
     def __init__(self, schema: Schema, rows: Rows, differs: Callable[[Path], bool], folder: Path, budget: int,
-                 participation: Sequence[tuple[str, int, str, int]] = ()) -> None:
+                 participation: Sequence[tuple[str, int, str, int]] = (),
+                 differs_on_rows: Callable[[RowIds], bool] | None = None, rowids: dict[str, list[int]] | None = None) -> None:
         self.schema = schema
         self.rows = rows
         self.differs = differs
+        self.differs_on_rows = differs_on_rows if rowids is not None else None
+        self.rowids = rowids or {}
         self.folder = folder
         self.budget = budget
         self.participation = participation
@@ -121,6 +138,10 @@ class _Shrinker:
             return False
         self.attempts += 1
         chosen = set(kept)
+        if self.differs_on_rows is not None:
+            return bool(self.differs_on_rows(tuple(
+                (t.name, tuple(rowid for i, rowid in enumerate(self.rowids[t.name]) if (t.name, i) in chosen))
+                for t in self.schema.tables)))
         rows = {t.name: [r for i, r in enumerate(self.rows[t.name]) if (t.name, i) in chosen] for t in self.schema.tables}
         path = self.folder / f"attempt-{self.attempts}.{self.suffix}"
         connection, _ = create_database(self.schema, rows, path, Repairer(self.schema, random.Random(0)))  # rows are final
@@ -196,13 +217,18 @@ def _hashable(value: Any) -> Any:
 
 @ctrl_c_stops()  # a DuckDB neighbour is read and rewritten in this thread
 def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, tables: Sequence[str] | None = None,
-                          budget: int = 200, hints: Sequence[Any] = (), memo: str | None = None) -> Counterexample:
+                          budget: int = 200, hints: Sequence[Any] = (), memo: str | None = None,
+                          differs_on_rows: Callable[[RowIds], bool] | None = None) -> Counterexample:
     """The neighbour's rows cut down, while `differs(path)` stays True, until no single row can go
     or `budget` calls of `differs` are spent; the rows of `tables` (or of every non-empty table).
     `differs` must be True on the neighbour itself (it is not asked again). `memo`: a key for the
     two queries; the rows kept are remembered beside the neighbour under it, and a later call with
-    the same key checks them with one call of `differs` instead of shrinking again."""
-    schema, rows = _read(Path(neighbour.path))
+    the same key checks them with one call of `differs` instead of shrinking again.
+    `differs_on_rows`: asked instead of `differs`, with the rowids kept (`engines.base.RowIds`), for
+    a DuckDB neighbour of tables only (no view to carry over)."""
+    schema, rows, rowids = _read(Path(neighbour.path))
+    if schema.kind != "duckdb" or _has_views(schema):
+        differs_on_rows = None
     invariants = tuple(getattr(neighbour, "invariants", ()))
     broken = getattr(neighbour, "breaks", None)
     kept_invariants = Observed(tuple(i for i in invariants if i != broken))
@@ -215,7 +241,7 @@ def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, ta
     wanted = frozenset(name.lower() for name in tables) if tables is not None else None
     remembered = _memo_path(Path(neighbour.path), memo)
     with tempfile.TemporaryDirectory(prefix="nl2sql-shrink-") as folder:
-        shrinker = _Shrinker(linked, rows, differs, Path(folder), budget, participation)
+        shrinker = _Shrinker(linked, rows, differs, Path(folder), budget, participation, differs_on_rows, rowids)
         kept_items = _recall(remembered, rows)
         if kept_items is None or not shrinker.still_differs(kept_items):
             shrinker.attempts = 0
@@ -232,6 +258,18 @@ def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, ta
             continue
         result.append((table.name, tuple(c.name for c in table.columns), remaining))
     return Counterexample(tuple(result))
+
+
+def _has_views(schema: Schema) -> bool:
+    """Does the schema hold a view (its other statements are unique indexes, which change no result)?"""
+    for sql in schema.extra_sql:
+        try:
+            statement = sqlglot.parse_one(sql, read=schema.kind)
+        except SqlglotError:
+            return True
+        if not isinstance(statement, exp.Create) or str(statement.args.get("kind", "")).upper() != "INDEX":
+            return True
+    return False
 
 
 def _memo_path(neighbour: Path, memo: str | None) -> Path | None:
