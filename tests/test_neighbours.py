@@ -251,6 +251,10 @@ def test_duckdb_sources_give_duckdb_neighbours(tmp_path: Path) -> None:
     found = neighbours_for(source, [gold], 2, cache_dir=tmp_path / "cache", dialect="duckdb", kind="duckdb")
     assert found and all(n.path.suffix == ".duckdb" for n in found)
     assert source.read_bytes() == before
+    from pytest_nl2sql.neighbours.schema import _duckdb_version
+
+    if _duckdb_version() >= (1, 2):  # written in 16 KB blocks: ~0.8 MB each in DuckDB's default 256 KB ones
+        assert all(n.path.stat().st_size < 300_000 for n in found), [n.path.stat().st_size for n in found]
 
     def differs(path: Path) -> bool:
         with duckdb.connect(str(path), read_only=True) as db:

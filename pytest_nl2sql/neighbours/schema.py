@@ -276,6 +276,7 @@ class DuckdbHost:
     which a file that is rebuilt from its rows when lost does not need (SQLite's are written so)."""
 
     STAGING_PARENT = "/dev/shm"
+    FILE_BLOCK_BYTES = 16384  # DuckDB's smallest block size
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -321,11 +322,18 @@ class DuckdbHost:
         if target != ":memory:" and staging is not None and not os.path.exists(target):
             staged = (os.path.join(staging, f"{alias}.duckdb"), target)
         try:
-            cursor.execute(f"ATTACH {_literal(staged[0] if staged else target)} AS {quote(alias)}")
+            self._attach_new(cursor, staged[0] if staged else target, alias)
         except BaseException:
             cursor.close()
             raise
         return self._used(AttachedDuckdb(self, cursor, alias, staged=staged))
+
+    def _attach_new(self, cursor: Any, target: str, alias: str) -> None:
+        """A file is written in blocks of `FILE_BLOCK_BYTES` where this DuckDB can (1.2 and later):
+        a neighbour of a few tables takes a block per column at least, 2-4 MB in DuckDB's default
+        256 KB blocks, 15 times less in 16 KB ones (and less to write and copy)."""
+        options = f" (BLOCK_SIZE {self.FILE_BLOCK_BYTES})" if target != ":memory:" and _duckdb_version() >= (1, 2) else ""
+        cursor.execute(f"ATTACH {_literal(target)} AS {quote(alias)}{options}")
 
     def source(self, path: Path) -> AttachedDuckdb:
         """A DuckDB file attached read-only, once for all its open readers (DuckDB refuses to
@@ -386,6 +394,13 @@ class DuckdbHost:
                 for leftover in (staged[0], staged[0] + ".wal"):
                     with contextlib.suppress(OSError):
                         os.unlink(leftover)
+
+
+def _duckdb_version() -> tuple[int, ...]:
+    import duckdb
+
+    major, minor, *_ = (duckdb.__version__ + ".0").split(".")
+    return (int(major), int("".join(c for c in minor if c.isdigit()) or 0))
 
 
 def _literal(text: str) -> str:
