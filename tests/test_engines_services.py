@@ -8,6 +8,8 @@ test run creates its own uniquely named schema (PostgreSQL) or database (MariaDB
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -226,6 +228,7 @@ def test_an_attached_duckdb_reaches_no_file(tmp_path: Path) -> None:
     folder is gone with the worker."""
     duckdb = pytest.importorskip("duckdb", reason="duckdb is not installed")
     from pytest_nl2sql.engines.duckdb import DuckdbEngine, new_worker
+    from pytest_nl2sql.judge.execute import execute_once_more_if_lost
 
     paths = []
     for name in ("a", "b"):
@@ -249,6 +252,11 @@ def test_an_attached_duckdb_reaches_no_file(tmp_path: Path) -> None:
                     f"ATTACH '{folder}/x.duckdb' AS x"):
             with pytest.raises(QueryError):
                 second.execute(sql, LIMITS)
+        os.kill(worker.pid, signal.SIGKILL)  # a killed child cannot remove its folder: its parent does
+        assert execute_once_more_if_lost(first, "SELECT s FROM t", LIMITS).rows == [("a",)]  # in a new child
+        assert not folder.exists()
+        (link,) = first.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()", LIMITS).rows[0]
+        folder = Path(link).parent
     finally:
         first.close()
         second.close()

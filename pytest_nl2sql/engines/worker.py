@@ -67,7 +67,7 @@ from pytest_nl2sql.engines.base import (
     SizeBudget,
     TooManyRows,
 )
-from pytest_nl2sql.engines.worker_child import HEADER, encode, timeout_message, write_all
+from pytest_nl2sql.engines.worker_child import ATTACH_FOLDER_PREFIX, HEADER, encode, timeout_message, write_all
 
 CHILD_SCRIPT = Path(__file__).with_name("worker_child.py")
 
@@ -96,6 +96,19 @@ _CRASH_SIGNALS = frozenset(
 )
 
 _READ_CHUNK = 1 << 16
+
+
+def _remove_attach_folders(pid: int) -> None:
+    """The empty folder a killed DuckDB child attached its files from (`worker_child.SharedDuckdb`,
+    which removes it itself when it ends normally)."""
+    import glob
+    import tempfile
+
+    for folder in glob.glob(os.path.join(tempfile.gettempdir(), f"{ATTACH_FOLDER_PREFIX}{pid}-*")):
+        try:
+            os.rmdir(folder)  # empty between attachments; a link being made when the child was killed stays
+        except OSError:
+            pass
 
 
 class _Overdue(Exception):
@@ -390,6 +403,8 @@ class Worker:
                         pipe.close()
                     except OSError:
                         pass
+            if self.kind == "duckdb" and proc.returncode is not None:
+                _remove_attach_folders(proc.pid)
 
     def _kill(self) -> None:
         proc = self._proc

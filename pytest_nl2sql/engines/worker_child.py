@@ -690,6 +690,9 @@ class DuckdbSession(Session):
         self._conn.close()
 
 
+ATTACH_FOLDER_PREFIX = "nl2sql-attach-"  # then the child's pid: a killed child's folder is removed by its parent
+
+
 class AttachedDuckdbSession(DuckdbSession):
     """A DuckDB file attached read-only to the child's one shared instance (`SharedDuckdb`),
     queried through a connection of its own whose default database it is: about a millisecond to
@@ -731,7 +734,7 @@ class SharedDuckdb:
         self.config = dict(config)
         if self.config.get("enable_external_access", True) or not self.config.get("lock_configuration"):
             raise Refusal("query", "a shared DuckDB instance must be closed to files and locked")
-        self._folder = tempfile.mkdtemp(prefix="nl2sql-attach-")
+        self._folder = tempfile.mkdtemp(prefix=f"{ATTACH_FOLDER_PREFIX}{os.getpid()}-")
         opened = {k: v for k, v in self.config.items() if k not in ("enable_external_access", "lock_configuration")}
         self._conn = duckdb.connect(":memory:", config=opened)
         self._conn.execute(f"SET allowed_directories = [{_quoted(self._folder + os.sep)}]")
