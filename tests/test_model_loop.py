@@ -132,7 +132,7 @@ def test_the_stub_model_end_to_end(suite: pytest.Pytester) -> None:
                      "model usage over 4 cases: prompt tokens 1,200 (300.0 per case), completion tokens 240 (60.0 per case), "
                      "cost 0.0060 (0.0015 per case)", "repeated answers: pass@1 53.3%, pass@2 60.0%, pass@3 60.0%; consistency 80.0%"):
         assert expected in md, expected
-    rows = {row["id"]: row for row in csv.DictReader((suite.path / "r.csv").open())}
+    rows = {row["id"]: row for row in csv.DictReader((suite.path / "r.csv").read_text().splitlines())}
     assert (rows["flaky"]["attempts"], rows["flaky"]["prompt_tokens"], rows["flaky"]["cost"]) == ("5", "300", "0.0015")
     assert (rows["cheap"]["repeats_k"], rows["cheap"]["repeats_passed"]) == ("3", "2")
     assert rows["count"]["raw_prediction"].startswith("Sure!") and rows["count"]["predicted"] == "SELECT count(id) FROM item"
