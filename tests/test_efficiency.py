@@ -12,9 +12,11 @@ import pytest
 from helpers import read_report, write_suite
 from pytest_nl2sql.metrics.efficiency import (
     BUDGET_S,
+    FLOOR_S,
     MAX_ROUNDS,
     MIN_ROUNDS,
     TIE,
+    floor_for,
     measure,
     reward,
     slowdown_reward,
@@ -56,6 +58,21 @@ def test_both_sides_are_timed_again_interleaved_and_their_fastest_re_timing_kept
 def test_queries_both_under_the_floor_are_not_timed_again() -> None:
     e = measure(0.0001, 0.0009, never, never)
     assert (e.repeats, e.slowdown, e.reward) == (1, 1.0, 1.0)
+
+
+def test_the_floor_is_the_engine_s_overhead_where_that_is_more() -> None:
+    """An empty query costs SQLite tens of microseconds (the floor stays 1 ms) and DuckDB, across
+    its worker process, about half a millisecond: two DuckDB queries of 1.2 and 1.8 ms are mostly
+    that overhead, and count as equally fast without being timed again."""
+    assert floor_for(0.00003) == FLOOR_S and floor_for(float("inf")) == FLOOR_S
+    duckdb_floor = floor_for(0.00055)
+    assert duckdb_floor == pytest.approx(0.00165)
+    e = measure(0.0012, 0.0016, never, never, floor_s=duckdb_floor)
+    assert (e.repeats, e.slowdown, e.reward) == (1, 1.0, 1.0)
+    timed = measure(0.0012, 0.0016, lambda: 0.0012, lambda: 0.0016)  # the same on the default floor: timed again
+    assert timed.repeats >= MIN_ROUNDS and timed.reward == 0.75
+    slow = measure(0.001, 0.010, lambda: 0.001, lambda: 0.010, floor_s=duckdb_floor)  # past the floor: as before
+    assert (slow.repeats, slow.reward) == (MIN_ROUNDS, 0.25)
 
 
 def test_a_slowdown_near_a_reward_boundary_is_timed_until_the_round_limit() -> None:

@@ -60,7 +60,7 @@ from pytest_nl2sql.judge.predict import (
 )
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics import termselection
-from pytest_nl2sql.metrics.efficiency import Efficiency, measure
+from pytest_nl2sql.metrics.efficiency import Efficiency, floor_for, measure
 from pytest_nl2sql.metrics.soft import ColumnNamer, SoftScores, ValueRule, best_soft_scores
 from pytest_nl2sql.vocab import BaselineStatus, FragilePolicy, Kind, NearMiss, Reason, Verdict
 
@@ -144,6 +144,7 @@ class Pipeline:
     engines: EngineCache = field(default_factory=EngineCache)
     _schemas: dict[str, Any] = field(default_factory=dict)
     _ddl: dict[int, str] = field(default_factory=dict)
+    _timing_floors: dict[int, float] = field(default_factory=dict)  # per engine: `efficiency.floor_for`
     _hardness: dict[tuple[Path, str], str | None] = field(default_factory=dict)
     _namers: dict[tuple[tuple[str, str], ...], ColumnNamer] = field(default_factory=dict)
     _folders: dict[str, DatabaseFolder | None] = field(default_factory=dict)
@@ -585,7 +586,11 @@ class Pipeline:
             return run
 
         gold_sql = to_engine_sql(gold.queries[judgement.gold_index], case.written_in, engine)
-        return measure(gold_result.seconds, pred_result.seconds, timed(gold_sql, True), timed(judgement.executed or "", False))
+        floor = self._timing_floors.get(id(engine))
+        if floor is None:  # an empty query's fastest of five, timed as a prediction is
+            floor = self._timing_floors[id(engine)] = floor_for(min(timed("SELECT 1", False)() for _ in range(5)))
+        return measure(gold_result.seconds, pred_result.seconds, timed(gold_sql, True), timed(judgement.executed or "", False),
+                       floor_s=floor)
 
     def _judgement(self, case: Case, prediction: PredictionOutcome, engine: Engine, gold: GoldOutcome,
                    problem: str | None = None) -> Judgement:

@@ -10,7 +10,9 @@ first timings are left out, as a machine's speed drifts between setup and call).
 `MIN_ROUNDS` rounds are timed, and more while the slowdown sits within `MARGIN` of a reward
 boundary, up to `MAX_ROUNDS` rounds or `BUDGET_S` seconds of re-timing per case (at least one
 round, however slow the queries). Three differences stay below what a timing can tell, and count
-as equally fast: both queries under `FLOOR_S` (the engine's own overhead is as large); timings
+as equally fast: both queries under the floor (`FLOOR_S`, or `OVERHEAD_FACTOR` times what an empty
+query costs on the engine where that is more: a DuckDB query crosses to its worker process and is
+planned, about 0.55 ms before any work; the engine's own overhead is then as large); timings
 whose fastest did not come back (a side's second-fastest more than `STEADY`, and more than half
 of `FLOOR_S`, above it: on a busy machine a fast query's timings are mostly the scheduler's tick,
 and further rounds are not spent on it), unless the two sides differ by more than that noise (a
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 FLOOR_S = 0.001
+OVERHEAD_FACTOR = 3.0  # a query at most this many times an empty query's time is mostly the engine's overhead
 TIE = 1.2  # a prediction at most this many times slower than its gold counts as equally fast
 MIN_ROUNDS = 5  # interleaved re-timings of both sides, at the least (within the budget)
 MAX_ROUNDS = 15
@@ -62,12 +65,13 @@ class Efficiency:
     predicted_s: float
     repeats: int  # timings of each side its time is the fastest of (1: the first, not timed again)
     steady: bool = True  # each side's fastest timing came back (else the two count as equally fast)
+    floor_s: float = FLOOR_S  # both sides under it count as equally fast (`floor_for`)
 
     @property
     def slowdown(self) -> float:
         """How many times slower than the gold the prediction ran (below 1: faster); 1 when the
         timings cannot tell the two apart."""
-        return _slowdown(self.gold_s, self.predicted_s) if self.steady else 1.0
+        return _slowdown(self.gold_s, self.predicted_s, self.floor_s) if self.steady else 1.0
 
     @property
     def reward(self) -> float:
@@ -78,15 +82,23 @@ class Efficiency:
                 "slowdown": round(self.slowdown, 3), "reward": self.reward, "repeats": self.repeats}
 
 
-def _slowdown(gold_s: float, predicted_s: float) -> float:
-    if max(gold_s, predicted_s) < FLOOR_S or gold_s <= 0:
+def floor_for(empty_query_s: float) -> float:
+    """The floor of an engine where an empty query (`SELECT 1`) takes `empty_query_s` (`inf`: it
+    failed there, as on a dialect that wants `FROM DUAL`: `FLOOR_S`)."""
+    if not math.isfinite(empty_query_s):
+        return FLOOR_S
+    return max(FLOOR_S, OVERHEAD_FACTOR * empty_query_s)
+
+
+def _slowdown(gold_s: float, predicted_s: float, floor_s: float = FLOOR_S) -> float:
+    if max(gold_s, predicted_s) < floor_s or gold_s <= 0:
         return 1.0  # too short to tell
     return predicted_s / gold_s
 
 
-def _settled(gold_s: float, predicted_s: float) -> bool:
+def _settled(gold_s: float, predicted_s: float, floor_s: float) -> bool:
     """The reward would be the same were the slowdown `MARGIN` off either way."""
-    slowdown = _slowdown(gold_s, predicted_s)
+    slowdown = _slowdown(gold_s, predicted_s, floor_s)
     return slowdown_reward(slowdown * (1 + MARGIN)) == slowdown_reward(slowdown / (1 + MARGIN))
 
 
@@ -99,13 +111,14 @@ def _steady(timings: list[float]) -> bool:
 
 
 def measure(gold_s: float, predicted_s: float, time_gold: Callable[[], float], time_predicted: Callable[[], float],
-            *, budget_s: float = BUDGET_S) -> Efficiency:
+            *, budget_s: float = BUDGET_S, floor_s: float = FLOOR_S) -> Efficiency:
     """The efficiency of a right prediction: each side's fastest re-timing (each call times one
     more run, in seconds; a failed run is `inf`), both timed in the same stretch of time, since a
     machine's speed drifts (the first timings, seconds apart, only decide whether to time again:
-    queries both under `FLOOR_S` then are under it, as noise only adds time)."""
-    if max(gold_s, predicted_s) < FLOOR_S:
-        return Efficiency(gold_s, predicted_s, 1)
+    queries both under the floor then are under it, as noise only adds time). `floor_s`: the
+    engine's (`floor_for`)."""
+    if max(gold_s, predicted_s) < floor_s:
+        return Efficiency(gold_s, predicted_s, 1, floor_s=floor_s)
     golds: list[float] = []
     preds: list[float] = []
     spent = 0.0
@@ -119,13 +132,13 @@ def measure(gold_s: float, predicted_s: float, time_gold: Callable[[], float], t
         spent += golds[-1] + preds[-1]
         if not math.isfinite(spent) or spent >= budget_s:
             break
-        if rounds >= MIN_ROUNDS and (not (_steady(golds) and _steady(preds)) or _settled(min(golds), min(preds))):
+        if rounds >= MIN_ROUNDS and (not (_steady(golds) and _steady(preds)) or _settled(min(golds), min(preds), floor_s)):
             break
     gold, predicted = min(golds), min(preds)
     if not math.isfinite(gold) or not math.isfinite(predicted):  # a re-run failed throughout: the first timings
-        return Efficiency(min(gold, gold_s), min(predicted, predicted_s), len(golds))
+        return Efficiency(min(gold, gold_s), min(predicted, predicted_s), len(golds), floor_s=floor_s)
     steady = (_steady(golds) and _steady(preds)) or abs(predicted - gold) > max(_spread(golds), _spread(preds))
-    return Efficiency(gold, predicted, len(golds), steady)
+    return Efficiency(gold, predicted, len(golds), steady, floor_s)
 
 
 def _spread(timings: list[float]) -> float:
