@@ -53,6 +53,12 @@ READ_ONLY_CONFIG = {
     "lock_configuration": True,  # no SET can change any of the above
 }
 
+# A shared worker's instance, where neighbours and a counterexample's attempts are attached: one
+# thread, since a small database gains nothing from two, and one thread gives tied rows (a GROUP BY
+# ... ORDER BY count(*) LIMIT 1) the same order from run to run, so a counterexample shrunk once is
+# replayed from the cache, not shrunk again.
+ATTACHED_CONFIG = {**READ_ONLY_CONFIG, "threads": 1}
+
 # Address space of each DuckDB worker: DuckDB reserves ~0.7 GB on connecting, and its
 # memory_limit (1 GB) does not count everything; past this, allocations fail in the child.
 ADDRESS_SPACE_BYTES = 2 * 1024**3
@@ -81,7 +87,7 @@ class DuckdbEngine:
         self._worker = worker = worker or new_worker()
         try:
             # a shared worker's databases are attached to one DuckDB instance (~1 ms against 15-20)
-            args = (str(path), dict(READ_ONLY_CONFIG), *(() if rows is None else (rows,)))
+            args = (str(path), dict(READ_ONLY_CONFIG if own else ATTACHED_CONFIG), *(() if rows is None else (rows,)))
             self._handle = worker.add("duckdb" if own else "duckdb_attached", args)
         except BaseException:
             if own:
