@@ -12,6 +12,7 @@ import pytest
 from helpers import read_report, write_suite
 from pytest_nl2sql.metrics.efficiency import (
     BUDGET_S,
+    FLOOR_CAP_S,
     FLOOR_S,
     MAX_ROUNDS,
     MIN_ROUNDS,
@@ -65,6 +66,7 @@ def test_the_floor_is_the_engine_s_overhead_where_that_is_more() -> None:
     its worker process, about half a millisecond: two DuckDB queries of 1.2 and 1.8 ms are mostly
     that overhead, and count as equally fast without being timed again."""
     assert floor_for(0.00003) == FLOOR_S and floor_for(float("inf")) == FLOOR_S
+    assert floor_for(0.5) == FLOOR_CAP_S  # an empty query timed in a burst of load
     duckdb_floor = floor_for(0.00055)
     assert duckdb_floor == pytest.approx(0.00165)
     e = measure(0.0012, 0.0016, never, never, floor_s=duckdb_floor)

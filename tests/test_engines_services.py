@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -222,6 +224,47 @@ def engine(database: Database):
     engine.close()
 
 
+def test_duckdb_reads_no_temp_directory(tmp_path: Path) -> None:
+    """With external access off DuckDB still lets file functions read its temp directory
+    (`<file>.tmp/`): it is unset, on an engine's own instance as on the neighbours' shared one."""
+    duckdb = pytest.importorskip("duckdb", reason="duckdb is not installed")
+    path = tmp_path / "db.duckdb"
+    with duckdb.connect(str(path)) as connection:
+        connection.execute("CREATE TABLE t AS SELECT 1 AS x")
+    (tmp_path / "db.duckdb.tmp").mkdir()
+    (tmp_path / "db.duckdb.tmp" / "secret.txt").write_text("secret")
+    engine = open_engine(f"duckdb:///{path}")
+    try:
+        with pytest.raises(QueryError, match="(?i)disabled"):
+            engine.execute(f"SELECT content FROM read_text('{tmp_path}/db.duckdb.tmp/secret.txt')", LIMITS)
+        settings = dict(engine.execute("SELECT name, value FROM duckdb_settings() WHERE name IN"
+                                       " ('allowed_directories', 'temp_directory')", LIMITS).rows)
+        assert settings == {"allowed_directories": "[]", "temp_directory": ""}
+    finally:
+        engine.close()
+
+
+def test_a_duckdb_file_with_a_write_ahead_log_is_read_whole_beside_neighbours(tmp_path: Path) -> None:
+    """A hard link would leave `<file>.wal` behind and show the data of the last checkpoint: such a
+    file (a folder's database a writer left open) gets an instance of its own in the shared worker."""
+    pytest.importorskip("duckdb", reason="duckdb is not installed")
+    from pytest_nl2sql.engines.duckdb import DuckdbEngine, new_worker
+
+    path = tmp_path / "open.duckdb"
+    script = ("import sys, os, duckdb\nc = duckdb.connect(sys.argv[1])\nc.execute('SET checkpoint_threshold = \\'1GB\\'')\n"
+              "c.execute('CREATE TABLE t (x INTEGER)')\nc.execute('CHECKPOINT')\n"
+              "c.execute('INSERT INTO t SELECT range FROM range(5)')\nos._exit(0)\n")
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=120)  # ends without a checkpoint
+    assert (tmp_path / "open.duckdb.wal").exists()
+    worker = new_worker()
+    engine = DuckdbEngine(path, worker=worker)
+    try:
+        assert engine.execute("SELECT count(*) FROM t", LIMITS).rows == [(5,)]
+    finally:
+        engine.close()
+        worker.shutdown()
+
+
 def test_an_attached_duckdb_reaches_no_file(tmp_path: Path) -> None:
     """Neighbours are attached to one DuckDB instance per worker, which may attach only from a
     private folder: the folder is empty while queries run, no path leads out of it, and the
@@ -254,6 +297,10 @@ def test_an_attached_duckdb_reaches_no_file(tmp_path: Path) -> None:
                     f"ATTACH '{folder}/x.duckdb' AS x"):
             with pytest.raises(QueryError):
                 second.execute(sql, LIMITS)
+        # DuckDB lets file functions read its temp directory even with external access off: unset
+        settings = dict(first.execute("SELECT name, value FROM duckdb_settings() WHERE name IN"
+                                      " ('allowed_directories', 'temp_directory')", LIMITS).rows)
+        assert settings == {"allowed_directories": f"[{folder}/]", "temp_directory": ""}
         os.kill(worker.pid, signal.SIGKILL)  # a killed child cannot remove its folder: its parent does
         assert execute_once_more_if_lost(first, "SELECT s FROM t", LIMITS).rows == [("a",)]  # in a new child
         assert not folder.exists()

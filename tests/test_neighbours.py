@@ -314,6 +314,27 @@ def test_a_duckdb_counterexample_shrinks_alike_on_files_and_on_rows_the_engine_c
     assert 0 < sum(len(rows) for _, _, rows in on_rows.tables) < whole
 
 
+def test_a_duckdb_column_named_rowid_shrinks_on_files(tmp_path: Path) -> None:
+    """A column named `rowid` hides DuckDB's row identifier, by which the engine would copy an
+    attempt's rows: such a neighbour is shrunk on files, and the rows kept are the right ones."""
+    duckdb = pytest.importorskip("duckdb")
+    from pytest_nl2sql.neighbours import Neighbour
+
+    path = tmp_path / "n.duckdb"
+    with duckdb.connect(str(path)) as connection:
+        connection.execute("CREATE TABLE t (rowid INTEGER, v VARCHAR)")
+        connection.execute("INSERT INTO t VALUES (7, 'a'), (7, 'b'), (NULL, 'c'), (1, 'a')")
+
+    def differs(attempt: Path) -> bool:
+        with duckdb.connect(str(attempt), read_only=True) as db:
+            return db.execute("SELECT count(*) FROM t WHERE v = 'a'").fetchone()[0] == 2
+
+    example = shrink_counterexample(Neighbour(path=path, index=0, note="n"), differs,
+                                    differs_on_rows=lambda rows: pytest.fail("rows copied by a hidden rowid"))
+    [(table, columns, rows)] = example.tables
+    assert (table, columns, sorted(rows)) == ("t", ("rowid", "v"), [(1, "a"), (7, "a")])
+
+
 def test_a_sqlite_gold_on_a_duckdb_source_runs_on_its_neighbours_as_the_judge_translates_it(tmp_path: Path) -> None:
     """A Spider gold (SQLite) on a DuckDB copy: a bare column beside GROUP BY and `year >= 2014` on
     a text column run on DuckDB only as `judge.translate` rewrites them. Generation must run the

@@ -11,7 +11,7 @@ import pytest
 from helpers import make_db
 from pytest_nl2sql.engines import Limits, QueryError, open_engine
 from pytest_nl2sql.judge.execute import GoldError, run_gold
-from pytest_nl2sql.judge.translate import translate
+from pytest_nl2sql.judge.translate import _translated, translate
 from servers import mariadb_database, postgres_schema
 
 SCHEMA = {
@@ -340,11 +340,16 @@ def test_a_translation_is_remembered_per_schema_and_engine() -> None:
     by the schema and types they were made with: another schema gets its own."""
     sql = "SELECT * FROM concert WHERE year = 2015"
     typed, untyped, mysql = Fake("postgres"), Fake("postgres", types={}), Fake("mysql", types={})
+    hits = _translated.cache_info().hits
     for _ in range(2):
         assert translate(sql, "sqlite", typed).endswith(""""Year" = '2015'""")
         assert translate(sql, "sqlite", untyped).endswith('"Year" = 2015')
         assert translate(sql, "sqlite", mysql).endswith("Year = 2015")
     assert (typed.reads, untyped.reads) == (1, 1)  # each engine's schema read once
+    assert _translated.cache_info().hits >= hits + 3  # the second round translated nothing
+    another = Fake("postgres")  # another engine of the same schema: the same translation, remembered
+    assert translate(sql, "sqlite", another) == translate(sql, "sqlite", typed)
+    assert _translated.cache_info().hits >= hits + 5
 
 
 # -- LIKE, subqueries, aliases -------------------------------------------------------------------

@@ -597,7 +597,7 @@ class DuckdbSession(Session):
         """A DuckDB instance of its own for the file (15-20 ms: DuckDB sets up its catalog)."""
         duckdb = self._duckdb
         try:
-            return duckdb.connect(path, read_only=True, config=dict(config))
+            return closed_instance(duckdb, path, config, read_only=True)
         except duckdb.Error as error:
             raise Refusal("missing", f"cannot open DuckDB database {path}: {error}") from None
 
@@ -693,6 +693,32 @@ class DuckdbSession(Session):
 ATTACH_FOLDER_PREFIX = "nl2sql-attach-"  # then the child's pid: a killed child's folder is removed by its parent
 
 
+def closed_instance(duckdb: Any, target: str, config: dict[str, Any], *, read_only: bool,
+                    allowed_folder: str | None = None) -> Any:
+    """A DuckDB connection with `config`, its temp directory unset and, after that, external access
+    and the configuration lock as `config` says. Unset first, because DuckDB lets every file
+    function read its temp directory even with external access off (`<file>.tmp/`, or `.tmp/` in
+    the working directory for an in-memory instance), and once access is off the temp directory
+    can no longer be changed: passed together in `config`, the lock comes first. `allowed_folder`:
+    the one folder DuckDB may still read (`SharedDuckdb`)."""
+    late = ("enable_external_access", "lock_configuration")
+    connection = duckdb.connect(target, read_only=read_only, config={k: v for k, v in config.items() if k not in late})
+    try:
+        (locked,) = connection.execute("SELECT current_setting('lock_configuration')").fetchone()
+        if locked:  # DuckDB's instance of this file, open in this process already: closed before
+            return connection
+        connection.execute("SET temp_directory = ''")  # nothing spills anyway: max_temp_directory_size is 0
+        if allowed_folder is not None:
+            connection.execute(f"SET allowed_directories = [{_quoted(allowed_folder + os.sep)}]")
+        for key in late:
+            if key in config:
+                connection.execute(f"SET {key} = {'true' if config[key] else 'false'}")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
 class AttachedDuckdbSession(DuckdbSession):
     """A DuckDB file attached read-only to the child's one shared instance (`SharedDuckdb`),
     queried through a connection of its own whose default database it is: about a millisecond to
@@ -707,12 +733,15 @@ class AttachedDuckdbSession(DuckdbSession):
         super().__init__(path, config)
 
     def _connect(self, path: str, config: dict[str, Any]) -> Any:
+        if self._rows is None and not self._shared.can_attach(path):
+            return super()._connect(path, config)  # an instance of its own, as the case's database has
         connection, self._alias = self._shared.attach(path, config, self._rows)
         return connection
 
     def close(self) -> None:
         super().close()
-        self._shared.detach(self._alias)
+        if self._alias:
+            self._shared.detach(self._alias)
 
 
 class SharedDuckdb:
@@ -725,7 +754,13 @@ class SharedDuckdb:
     another file system) is put in the folder, attached read-only, and removed at once: while a
     query runs the folder is empty, so no function can read any file through it (DuckDB resolves
     symbolic links, and `..`, before it checks a path). Untrusted SQL can attach nothing itself:
-    only a SELECT statement runs (`DuckdbSession._start`)."""
+    only a SELECT statement runs (`DuckdbSession._start`).
+
+    A file is opened in an instance of its own instead (`can_attach`) when a write-ahead log lies
+    beside it (the link would leave it out, and the data read would be old), or when it is on
+    another file system than the folder and larger than `COPY_BYTES` (a copy per open)."""
+
+    COPY_BYTES = 16 * 1024 * 1024
 
     def __init__(self, config: dict[str, Any]) -> None:
         import tempfile
@@ -735,12 +770,18 @@ class SharedDuckdb:
         if self.config.get("enable_external_access", True) or not self.config.get("lock_configuration"):
             raise Refusal("query", "a shared DuckDB instance must be closed to files and locked")
         self._folder = tempfile.mkdtemp(prefix=f"{ATTACH_FOLDER_PREFIX}{os.getpid()}-")
-        opened = {k: v for k, v in self.config.items() if k not in ("enable_external_access", "lock_configuration")}
-        self._conn = duckdb.connect(":memory:", config=opened)
-        self._conn.execute(f"SET allowed_directories = [{_quoted(self._folder + os.sep)}]")
-        self._conn.execute("SET enable_external_access = false")
-        self._conn.execute("SET lock_configuration = true")
+        self._device = os.stat(self._folder).st_dev
+        self._conn = closed_instance(duckdb, ":memory:", self.config, read_only=False, allowed_folder=self._folder)
         self._names = 0
+
+    def can_attach(self, path: str) -> bool:
+        try:
+            info = os.stat(path)
+        except OSError:
+            return True  # attaching says why
+        if os.path.exists(path + ".wal"):
+            return False
+        return info.st_dev == self._device or info.st_size <= self.COPY_BYTES
 
     def attach(self, path: str, config: dict[str, Any],
                rows: RowIds | None = None) -> tuple[Any, str]:
@@ -751,6 +792,8 @@ class SharedDuckdb:
         here in about a millisecond per table where writing a DuckDB file of it takes ten."""
         if dict(config) != self.config:
             raise Refusal("query", "a shared DuckDB instance serves one configuration")
+        if os.path.exists(path + ".wal"):
+            raise Refusal("missing", f"cannot copy rows of DuckDB database {path}: it has a write-ahead log beside it")
         duckdb = _import_duckdb()
         alias = self._attach_file(path)
         if rows is not None:
@@ -777,12 +820,14 @@ class SharedDuckdb:
                 import shutil
 
                 shutil.copyfile(path, link)
-            try:
-                self._conn.execute(f"ATTACH {_quoted(link)} AS {alias} (TYPE duckdb, READ_ONLY)")
-            finally:
-                os.unlink(link)
+            self._conn.execute(f"ATTACH {_quoted(link)} AS {alias} (TYPE duckdb, READ_ONLY)")
         except (OSError, duckdb.Error) as error:
             raise Refusal("missing", f"cannot open DuckDB database {path}: {_message(error)}") from None
+        finally:  # the folder is empty again, whatever failed (a copy cut short by a full disk too)
+            try:
+                os.unlink(link)
+            except FileNotFoundError:
+                pass
         return alias
 
     def _copy_rows(self, path: str, source: str, rows: RowIds) -> str:
@@ -798,10 +843,12 @@ class SharedDuckdb:
                     " WHERE list_contains(?::BIGINT[], rowid) ORDER BY rowid",
                     [list(rowids)],
                 )
-        except duckdb.Error as error:
+        except BaseException as error:
             self.detach(alias)
             self.detach(source)
-            raise Refusal("missing", f"cannot copy rows of DuckDB database {path}: {_message(error)}") from None
+            if isinstance(error, duckdb.Error):
+                raise Refusal("missing", f"cannot copy rows of DuckDB database {path}: {_message(error)}") from None
+            raise
         return alias
 
     def detach(self, alias: str) -> None:

@@ -587,8 +587,9 @@ class Pipeline:
 
         gold_sql = to_engine_sql(gold.queries[judgement.gold_index], case.written_in, engine)
         floor = self._timing_floors.get(id(engine))
-        if floor is None:  # an empty query's fastest of five, timed as a prediction is
-            floor = self._timing_floors[id(engine)] = floor_for(min(timed("SELECT 1", False)() for _ in range(5)))
+        if floor is None:  # an empty query's fastest of five (each its own text), timed as a prediction is
+            empty = timed("SELECT 1", False)
+            floor = self._timing_floors[id(engine)] = floor_for(min(empty() for _ in range(5)))
         return measure(gold_result.seconds, pred_result.seconds, timed(gold_sql, True), timed(judgement.executed or "", False),
                        floor_s=floor)
 

@@ -11,7 +11,7 @@ first timings are left out, as a machine's speed drifts between setup and call).
 boundary, up to `MAX_ROUNDS` rounds or `BUDGET_S` seconds of re-timing per case (at least one
 round, however slow the queries). Three differences stay below what a timing can tell, and count
 as equally fast: both queries under the floor (`FLOOR_S`, or `OVERHEAD_FACTOR` times what an empty
-query costs on the engine where that is more: a DuckDB query crosses to its worker process and is
+query costs on the engine where that is more, at most `FLOOR_CAP_S`: a DuckDB query crosses to its worker process and is
 planned, about 0.55 ms before any work; the engine's own overhead is then as large); timings
 whose fastest did not come back (a side's second-fastest more than `STEADY`, and more than half
 of `FLOOR_S`, above it: on a busy machine a fast query's timings are mostly the scheduler's tick,
@@ -32,6 +32,7 @@ from typing import Any
 
 FLOOR_S = 0.001
 OVERHEAD_FACTOR = 3.0  # a query at most this many times an empty query's time is mostly the engine's overhead
+FLOOR_CAP_S = 0.005  # however slow the empty query was timed (a burst of load when it was measured)
 TIE = 1.2  # a prediction at most this many times slower than its gold counts as equally fast
 MIN_ROUNDS = 5  # interleaved re-timings of both sides, at the least (within the budget)
 MAX_ROUNDS = 15
@@ -87,7 +88,7 @@ def floor_for(empty_query_s: float) -> float:
     failed there, as on a dialect that wants `FROM DUAL`: `FLOOR_S`)."""
     if not math.isfinite(empty_query_s):
         return FLOOR_S
-    return max(FLOOR_S, OVERHEAD_FACTOR * empty_query_s)
+    return min(FLOOR_CAP_S, max(FLOOR_S, OVERHEAD_FACTOR * empty_query_s))
 
 
 def _slowdown(gold_s: float, predicted_s: float, floor_s: float = FLOOR_S) -> float:

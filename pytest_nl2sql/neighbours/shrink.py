@@ -225,9 +225,9 @@ def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, ta
     two queries; the rows kept are remembered beside the neighbour under it, and a later call with
     the same key checks them with one call of `differs` instead of shrinking again.
     `differs_on_rows`: asked instead of `differs`, with the rowids kept (`engines.base.RowIds`), for
-    a DuckDB neighbour of tables only (no view to carry over)."""
+    a DuckDB neighbour of tables only (no view to carry over) that no column named `rowid` hides."""
     schema, rows, rowids = _read(Path(neighbour.path))
-    if schema.kind != "duckdb" or _has_views(schema):
+    if schema.kind != "duckdb" or _has_views(schema) or _names_rowid(schema):
         differs_on_rows = None
     invariants = tuple(getattr(neighbour, "invariants", ()))
     broken = getattr(neighbour, "breaks", None)
@@ -258,6 +258,11 @@ def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, ta
             continue
         result.append((table.name, tuple(c.name for c in table.columns), remaining))
     return Counterexample(tuple(result))
+
+
+def _names_rowid(schema: Schema) -> bool:
+    """Does a table have a column named `rowid` (which hides DuckDB's row identifier)?"""
+    return any(c.name.lower() == "rowid" for t in schema.tables for c in t.columns)
 
 
 def _has_views(schema: Schema) -> bool:
