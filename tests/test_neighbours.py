@@ -189,6 +189,15 @@ def test_the_second_call_is_a_cache_hit_and_the_key_follows_source_and_gold(shop
     key = cache.key(shop, [gold], 2, "sqlite", "sqlite")
     assert cache.key(shop, [gold + " "], 2, "sqlite", "sqlite") != key
     assert cache.key(shop, [gold], 3, "sqlite", "sqlite") != key
+    # DuckDB neighbours are keyed by the DuckDB that writes them (an older one cannot read them)
+    import pytest_nl2sql.neighbours.cache as cache_module
+
+    keys = {}
+    for version in ((1, 1), (2, 0)):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(cache_module, "duckdb_version", lambda version=version: version)
+            keys[version] = (cache.key(shop, [gold], 2, "sqlite", "duckdb"), cache.key(shop, [gold], 2, "sqlite", "sqlite"))
+    assert keys[(1, 1)][0] != keys[(2, 0)][0] and keys[(1, 1)][1] == keys[(2, 0)][1] == key
     with sqlite3.connect(shop) as connection:
         connection.execute("INSERT INTO dept VALUES (4, 'hr', 1.0)")
     connection.close()
@@ -251,9 +260,9 @@ def test_duckdb_sources_give_duckdb_neighbours(tmp_path: Path) -> None:
     found = neighbours_for(source, [gold], 2, cache_dir=tmp_path / "cache", dialect="duckdb", kind="duckdb")
     assert found and all(n.path.suffix == ".duckdb" for n in found)
     assert source.read_bytes() == before
-    from pytest_nl2sql.neighbours.schema import _duckdb_version
+    from pytest_nl2sql.neighbours.schema import duckdb_version
 
-    if _duckdb_version() >= (1, 2):  # written in 16 KB blocks: ~0.8 MB each in DuckDB's default 256 KB ones
+    if duckdb_version() >= (1, 2):  # written in 16 KB blocks: ~0.8 MB each in DuckDB's default 256 KB ones
         assert all(n.path.stat().st_size < 300_000 for n in found), [n.path.stat().st_size for n in found]
 
     def differs(path: Path) -> bool:

@@ -22,6 +22,7 @@ from pytest_nl2sql.neighbours.build import build_neighbours
 from pytest_nl2sql.neighbours.generate import Repairer, create_database
 from pytest_nl2sql.neighbours.interrupts import ctrl_c_stops
 from pytest_nl2sql.neighbours.invariants import Invariant, learn
+from pytest_nl2sql.neighbours.schema import duckdb_version
 
 MANIFEST = "manifest.json"
 
@@ -77,7 +78,11 @@ class NeighbourCache:
         self._source_hashes[(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)] = digest
 
     def key(self, source: Path, golds: Sequence[str], count: int, dialect: str, kind: str) -> str:
-        material = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds), count])
+        # DuckDB files are keyed by the DuckDB that writes them too: the cache may be shared by
+        # projects of several DuckDB versions, and an older one cannot read a newer one's files
+        # (16 KB blocks need 1.2: `schema.DuckdbHost`)
+        writer = [".".join(map(str, duckdb_version()))] if kind == "duckdb" else []
+        material = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds), count, *writer])
         return hashlib.sha256(material.encode()).hexdigest()
 
     @ctrl_c_stops()  # DuckDB runs in this thread: a Ctrl-C in it stops the run, never fails the case

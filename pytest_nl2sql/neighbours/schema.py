@@ -332,7 +332,7 @@ class DuckdbHost:
         """A file is written in blocks of `FILE_BLOCK_BYTES` where this DuckDB can (1.2 and later):
         a neighbour of a few tables takes a block per column at least, 2-4 MB in DuckDB's default
         256 KB blocks, 15 times less in 16 KB ones (and less to write and copy)."""
-        options = f" (BLOCK_SIZE {self.FILE_BLOCK_BYTES})" if target != ":memory:" and _duckdb_version() >= (1, 2) else ""
+        options = f" (BLOCK_SIZE {self.FILE_BLOCK_BYTES})" if target != ":memory:" and duckdb_version() >= (1, 2) else ""
         cursor.execute(f"ATTACH {_literal(target)} AS {quote(alias)}{options}")
 
     def source(self, path: Path) -> AttachedDuckdb:
@@ -396,7 +396,7 @@ class DuckdbHost:
                         os.unlink(leftover)
 
 
-def _duckdb_version() -> tuple[int, ...]:
+def duckdb_version() -> tuple[int, ...]:
     import duckdb
 
     major, minor, *_ = (duckdb.__version__ + ".0").split(".")
