@@ -41,13 +41,13 @@ PAIR_BUDGET = 400  # runs spent removing pairs (only counterexamples still over 
 
 
 def _read(path: Path) -> tuple[Schema, Rows, dict[str, list[int]] | None]:
-    """The neighbour's schema, its rows, and (where every table has them) their rowids."""
+    """The neighbour's schema, its rows, and (a DuckDB file: `differs_on_rows`) their rowids."""
     kind = "duckdb" if path.suffix == ".duckdb" else "sqlite"
     reader = open_source(path, kind)
     try:
         schema = reader.schema()
         rows: Rows = {}
-        rowids: dict[str, list[int]] | None = {} if all(t.has_rowid for t in schema.tables) else None
+        rowids: dict[str, list[int]] | None = {} if kind == "duckdb" and all(t.has_rowid for t in schema.tables) else None
         for table in schema.tables:
             names = ", ".join(quote(c.name) for c in table.columns)
             if rowids is None:
@@ -74,7 +74,7 @@ class _Shrinker:
         self.schema = schema
         self.rows = rows
         self.differs = differs
-        self.differs_on_rows = differs_on_rows if rowids is not None else None
+        self.differs_on_rows = differs_on_rows  # given only with `rowids` (`shrink_counterexample`)
         self.rowids = rowids or {}
         self.folder = folder
         self.budget = budget
@@ -227,8 +227,8 @@ def shrink_counterexample(neighbour: Any, differs: Callable[[Path], bool], *, ta
     `differs_on_rows`: asked instead of `differs`, with the rowids kept (`engines.base.RowIds`), for
     a DuckDB neighbour of tables only (no view to carry over) that no column named `rowid` hides."""
     schema, rows, rowids = _read(Path(neighbour.path))
-    if schema.kind != "duckdb" or _has_views(schema) or _names_rowid(schema):
-        differs_on_rows = None
+    if rowids is None or _has_views(schema) or _names_rowid(schema):
+        differs_on_rows = None  # attempts are files
     invariants = tuple(getattr(neighbour, "invariants", ()))
     broken = getattr(neighbour, "breaks", None)
     kept_invariants = Observed(tuple(i for i in invariants if i != broken))
