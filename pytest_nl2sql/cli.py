@@ -25,6 +25,13 @@ copies a database (schema, keys, rows) between SQLite, DuckDB, PostgreSQL and My
 that a suite can run on another engine (see pytest_nl2sql/copydb). Exit code 0 when copied, 1
 when something cannot be copied, 2 for a usage error (a bad URL, a non-empty target).
 
+    nl2sql init [DIR] [--database URL]
+
+scaffolds a model repo that passes on its first `python -m pytest`: a suite (from the database's
+own tables with --database, else from a tiny example database), conftest.py with the predictor hook
+to fill in, pytest.ini and a GitHub Actions workflow (see pytest_nl2sql/scaffold.py). It never
+overwrites a file.
+
     nl2sql malloy-setup [--home DIR]
     nl2sql malloy-model DATABASE
 
@@ -277,6 +284,23 @@ def _copy_db_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _init_command(args: argparse.Namespace) -> int:
+    import pytest_nl2sql
+    from pytest_nl2sql.scaffold import InitError, init_repo
+
+    folder = Path(args.dir)
+    try:
+        written = init_repo(folder, args.database, version=getattr(pytest_nl2sql, "__version__", None))
+    except InitError as error:
+        print(f"nl2sql init: {error}", file=sys.stderr)
+        return 2
+    for entry in written:
+        shown = entry.path.relative_to(folder) if entry.path.is_relative_to(folder) else entry.path
+        print(f"{'wrote' if entry.written else 'kept (exists)'}  {shown}")
+    print(f"next: cd {folder} && python -m pytest" if args.dir != "." else "next: python -m pytest")
+    return 0
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -325,8 +349,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="from SQLite: copy a text column holding only numbers ('2014', '15.5') as numbers")
     copy.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary line (warnings stay)")
     copy.add_argument("--batch-size", type=_positive, default=5000, help="rows per batch (default 5000)")
+    init = commands.add_parser(
+        "init", help="scaffold a model repo: a suite, conftest.py, pytest.ini and a CI workflow",
+        description="Write a model repo that passes on its first `python -m pytest`: suites/NAME.nl2sql.yaml, "
+                    "conftest.py (the predictor hook), pytest.ini and .github/workflows/nl2sql.yml. Existing files are kept.")
+    init.add_argument("dir", nargs="?", default=".", metavar="DIR", help="the folder to write into (default: here)")
+    init.add_argument("--database", metavar="URL",
+                      help="write the cases from this database's tables (a SQLite or DuckDB file, or a server URL); "
+                           "default: a tiny example database")
     add_malloy_commands(commands)
     args = parser.parse_args(argv)
+    if args.command == "init":
+        return _init_command(args)
     if args.command in MALLOY_COMMANDS:
         return run_malloy_command(args)
     if args.command == "copy-db":
