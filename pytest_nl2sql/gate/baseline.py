@@ -23,6 +23,7 @@ read unchanged).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -309,8 +310,9 @@ class BaselineComparison:
         """Discordant pairs that failed before and pass now (the fixes)."""
         return len(self.fixed)
 
-    @property
+    @functools.cached_property
     def p_value(self) -> float:
+        """Computed once: the summary, the terminal lines and the reports all read it."""
         return mcnemar_exact(self.b, self.c)
 
     @property

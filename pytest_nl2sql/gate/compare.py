@@ -15,6 +15,7 @@ Cases only in one run, or broken (`gold_error`) in one, are listed apart, never 
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import os
@@ -25,6 +26,7 @@ from typing import Any
 
 from pytest_nl2sql.cases.parse import load_json
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, is_significant, mcnemar_exact
+from pytest_nl2sql.reports.json import dumps
 from pytest_nl2sql.shown import escaped
 from pytest_nl2sql.vocab import Verdict, hardness_sort_key
 
@@ -155,8 +157,9 @@ class Comparison:
     unjudged: tuple[str, ...]  # in both runs, a gold_error in one of them
     warnings: tuple[str, ...]
 
-    @property
+    @functools.cached_property
     def p_value(self) -> float:
+        """Computed once: the text, Markdown, HTML and JSON renderings all read it."""
         return mcnemar_exact(len(self.worse), len(self.better))
 
     @property
@@ -589,7 +592,7 @@ def render_html(c: Comparison) -> str:
 
 
 def render_json(c: Comparison) -> str:
-    return json.dumps(c.to_json(), indent=1, ensure_ascii=False, default=str) + "\n"
+    return dumps(c.to_json(), indent=1, ensure_ascii=False, default=str) + "\n"  # NaN and infinities as null
 
 
 RENDERERS: Mapping[str, Callable[[Comparison], str]] = {"md": render_markdown, "html": render_html, "json": render_json}

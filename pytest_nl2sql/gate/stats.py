@@ -14,10 +14,17 @@ from fractions import Fraction
 SIGNIFICANCE = 0.05  # the level at which the summary calls a change distinguishable from noise
 
 
+EXACT_UP_TO = 2048  # discordant pairs up to which the tail is summed in integers, exactly
+
+
 def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value: P(as unbalanced a split of b + c fair coin flips).
 
-    Computed with exact integer arithmetic, so it is correct for any number of cases.
+    Up to `EXACT_UP_TO` discordant pairs the binomial tail is summed exactly in integers (one
+    term from the last by a multiplication and a division each); beyond, in floating point from
+    its largest term down (its logarithm from `lgamma`), stopping once the terms no longer move the
+    sum: a few hundred terms for 20,000 pairs, relative error about 1e-11. Never a sum of
+    binomial coefficients each computed afresh, which took minutes at that size.
     No discordant pair at all gives 1.0 (nothing changed).
     """
     if b < 0 or c < 0:
@@ -25,8 +32,29 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1))
-    return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
+    low = min(b, c)
+    if 2 * low >= n:  # b == c: the most balanced split there is
+        return 1.0
+    if n <= EXACT_UP_TO:
+        term = tail = 1  # C(n, 0)
+        for k in range(1, low + 1):
+            term = term * (n - k + 1) // k  # C(n, k), exact
+            tail += term
+        return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
+    return _binomial_tail_p(n, low)
+
+
+def _binomial_tail_p(n: int, low: int) -> float:
+    """2 * P(X <= low) for X ~ Binomial(n, 1/2), low < n / 2, in floating point."""
+    log_largest = math.lgamma(n + 1) - math.lgamma(low + 1) - math.lgamma(n - low + 1) - n * math.log(2)
+    ratio = total = 1.0  # the terms relative to the largest, C(n, low), going down in k
+    for k in range(low, 0, -1):
+        ratio *= k / (n - k + 1)
+        total += ratio
+        if ratio < 1e-17 * total:
+            break
+    log_p = math.log(2) + log_largest + math.log(total)
+    return 1.0 if log_p >= 0 else math.exp(log_p)
 
 
 def is_significant(p_value: float, level: float = SIGNIFICANCE) -> bool:

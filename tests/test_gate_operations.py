@@ -1,0 +1,99 @@
+"""Operations you can trust: the CI gate under the conditions of real CI (issue 29).
+
+A baseline update beside a broken case file, predictor errors against known failures, partial
+runs (thresholds, history), cost and latency gates, quarantined cases, a worker killed under
+xdist, usage sums that overflow, and McNemar's test on large comparisons.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_nl2sql.gate import baseline as baseline_module
+from pytest_nl2sql.gate.baseline import Baseline, BaselineEntry, compare_with_baseline
+from pytest_nl2sql.gate.stats import mcnemar_exact
+
+# --- McNemar's test: linear, computed once -------------------------------------------------------
+
+
+def exact_p(b: int, c: int) -> float:
+    """The definition, in integers: 2 * P(X <= min(b, c)) for X ~ Binomial(b + c, 1/2), at most 1."""
+    n = b + c
+    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1))
+    return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
+
+
+@pytest.mark.parametrize(("b", "c"), [(900, 1149), (1000, 1200), (1400, 1600), (0, 3000), (1, 2500),
+                                      (1024, 1025), (1700, 1800)])
+def test_mcnemar_beyond_the_exact_range_agrees_with_the_definition(b: int, c: int) -> None:
+    expected = exact_p(b, c)
+    assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+    assert mcnemar_exact(c, b) == mcnemar_exact(b, c)
+
+
+@pytest.mark.parametrize(("b", "c", "expected"), [(0, 5, 0.0625), (1, 9, 0.021484375), (2, 8, 0.109375), (3, 3, 1.0)])
+def test_mcnemar_small_counts_are_exact(b: int, c: int, expected: float) -> None:
+    assert mcnemar_exact(b, c) == expected
+
+
+def _baseline_and_items(worse: int, better: int, same: int = 0) -> tuple[Baseline, list[dict[str, Any]]]:
+    entries, items = {}, []
+    for number in range(worse + better + same):
+        case_id = f"q{number}"
+        before = number < worse or number >= worse + better  # the worse ones passed, the better ones failed
+        now = number >= worse
+        entries[("s.nl2sql.yaml", case_id)] = BaselineEntry("pass" if before else "mismatch", before)
+        items.append({"id": case_id, "file": "s.nl2sql.yaml", "nodeid": f"s.nl2sql.yaml::{case_id}",
+                      "verdict": "pass" if now else "mismatch", "passed": now})
+    return Baseline("base.json", entries), items
+
+
+def test_the_baseline_comparison_computes_mcnemar_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def counted(b: int, c: int) -> float:
+        calls.append((b, c))
+        return mcnemar_exact(b, c)
+
+    monkeypatch.setattr(baseline_module, "mcnemar_exact", counted)
+    comparison = compare_with_baseline(*_baseline_and_items(3, 9, same=4))
+    data = comparison.to_json()
+    lines = comparison.render_lines()
+    assert calls == [(3, 9)]  # the summary, its significance and the terminal lines share one computation
+    assert data["p_value"] == mcnemar_exact(3, 9) and any("McNemar exact p = 0.146" in line for line in lines)
+
+
+def test_a_comparison_of_20000_flips_completes(tmp_path: Path) -> None:
+    """`nl2sql compare` on 20,000 flipped cases (145 s before): the p-value of a binomial tail of
+    20,000 is a few hundred floating-point terms now. The bound is generous; the work is not."""
+    from pytest_nl2sql.gate.compare import compare_files, render_markdown, render_text
+
+    def report(path: Path, passed: list[bool]) -> Path:
+        items = [{"id": f"q{n}", "nodeid": f"s.nl2sql.yaml::q{n}", "file": "s.nl2sql.yaml", "verdict": "pass" if ok else "mismatch",
+                  "passed": ok} for n, ok in enumerate(passed)]
+        path.write_text(json.dumps({"summary": {}, "run": {}, "items": items}))
+        return path
+
+    a = report(tmp_path / "a.json", [n % 2 == 0 for n in range(20000)])
+    b = report(tmp_path / "b.json", [n % 2 == 1 or n % 10 == 0 for n in range(20000)])
+    done: dict[str, Any] = {}
+
+    def compare() -> None:
+        comparison = compare_files(a, b)
+        done["text"], done["md"], done["json"] = render_text(comparison), render_markdown(comparison), comparison.to_json()
+
+    worker = threading.Thread(target=compare, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert "json" in done, "nl2sql compare of 20,000 flips did not finish in 120 s"
+    worse, better = done["json"]["mcnemar"]["b"], done["json"]["mcnemar"]["c"]
+    assert (worse, better) == (8000, 10000)
+    z = (abs(worse - better) - 1) / math.sqrt(worse + better)  # the normal approximation agrees at this size
+    assert done["json"]["p_value"] == pytest.approx(math.erfc(z / math.sqrt(2)), rel=0.05)
