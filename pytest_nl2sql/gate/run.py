@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_nl2sql.cases.parse import load_json
 from pytest_nl2sql.engines.url import DatabaseMissing, looks_like_url, parse_database, redact
+from pytest_nl2sql.reports.json import dumps  # NaN and infinities as null: strict parsers read every line
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def engine_label(dsn: str | None) -> str:
 
 def history_line(run: RunInfo, summary: Mapping[str, Any]) -> str:
     """One JSON line of `--nl2sql-history`: the run and its summary, without per-item detail."""
-    return json.dumps({"run": run.to_json(), "summary": dict(summary)}, ensure_ascii=True, sort_keys=True, default=str) + "\n"
+    return dumps({"run": run.to_json(), "summary": dict(summary)}, ensure_ascii=True, sort_keys=True, default=str) + "\n"
 
 
 def append_history(path: Path, run: RunInfo, summary: Mapping[str, Any]) -> None:

@@ -1,8 +1,16 @@
-"""The JSON report (`--nl2sql-report=json[:PATH]`): the contract's summary and items."""
+"""The JSON report (`--nl2sql-report=json[:PATH]`): the contract's summary and items.
+
+JSON has no NaN or infinity: Python's `json` writes them as the bare words `NaN` and `Infinity`,
+which JavaScript's JSON.parse, jq, Go and serde refuse, so one non-finite float (a database's
+`'NaN'::float` in a diff, a latency) would make the whole report unreadable to them. Every JSON
+this package writes (this report, the history's lines, the comparison) goes through `dumps`, which
+writes such a number as `null`.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,12 +24,33 @@ from pytest_nl2sql.reports import ReportWriteError, register
 ENCODING_ERRORS = "backslashreplace"
 
 
+def finite(value: Any) -> Any:
+    """`value` with every non-finite float (NaN, ±infinity) replaced by None, in mappings, lists
+    and tuples at any depth (a key that is one becomes its text)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {(repr(k) if isinstance(k, float) and not math.isfinite(k) else k): finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **kw: Any) -> str:
+    """`json.dumps(value, **kw)` that never writes `NaN` or `Infinity`: a non-finite float is
+    `null`. Values without one (nearly all) are encoded once, by the C encoder."""
+    try:
+        return json.dumps(value, allow_nan=False, **kw)
+    except ValueError:  # a non-finite float somewhere (or a circular value, which `finite` cannot mend either)
+        return json.dumps(finite(value), allow_nan=False, **kw)
+
+
 def write_json(report: Mapping[str, Any], path: Path) -> list[Path]:
     """The summary indented, then one item per line: readable, `jq`-friendly, and written by the C
     encoder (an indented dump of every item runs the pure-Python one, ~5x slower). Items are
     written one at a time, so a large report is never held twice in memory."""
     def dump(value: Any, **kw: Any) -> str:
-        return json.dumps(value, ensure_ascii=False, default=str, **kw)
+        return dumps(value, ensure_ascii=False, default=str, **kw)
 
     path = Path(path)
     with atomic_open(
