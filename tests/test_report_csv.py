@@ -84,7 +84,7 @@ def test_empty_report(tmp_path: Path) -> None:
         ("-2+3", "'-2+3"),
         ("@SUM(A1)", "'@SUM(A1)"),
         ("\t=1", "'\t=1"),
-        ("\r=1", "'\r=1"),
+        ("\r=1", "\\x0d=1"),  # a carriage return is shown as an escape, which no spreadsheet reads as a formula
         ("-- a comment\nSELECT 1", "'-- a comment\nSELECT 1"),
         ("SELECT 1 = 1", "SELECT 1 = 1"),  # only the first character matters
         ("-1", "-1"),  # plain numbers are data, not formulas

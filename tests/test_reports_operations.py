@@ -80,3 +80,28 @@ def test_the_json_comparison_writes_null_for_non_finite_numbers(tmp_path: Path, 
     text = render_json(compare_reports(read_run(tmp_path / "a.json"), read_run(tmp_path / "b.json")))
     back = strict_loads(text)
     assert back["b"]["run"]["duration_s"] is None
+
+
+# --------------------------------------------------------------------------- 3. CSV cells
+
+
+def test_csv_cells_show_control_characters_as_escapes(tmp_path: Path) -> None:
+    import csv
+
+    hostile = {"question": "which\x1b[31m red\x07?", "predicted": "SELECT 1 -- \x1b]0;title\x07\u202eevil\r",
+               "reason": "near \x00: syntax error\x9b", "database": "db\x1b[2J.sqlite"}
+    data = a_report(1)
+    data["items"][0].update(hostile, tags=["t\x1b[1m"], id="q\x1b0", gold=["SELECT '\u202e'", "SELECT 2"])
+    written = write_report("csv", data, tmp_path / "r.csv")
+    for path in written:
+        text = path.read_text(encoding="utf-8")
+        raw = sorted({ch for ch in text if (ord(ch) < 0x20 and ch not in "\n\r\t") or 0x7F <= ord(ch) < 0xA0 or ch == "\u202e"})
+        assert raw == [], (path.name, raw)
+    with open(written[0], newline="", encoding="utf-8") as handle:
+        row = next(csv.DictReader(handle))
+    assert row["question"] == "which\\x1b[31m red\\x07?"
+    assert row["predicted"] == "SELECT 1 -- \\x1b]0;title\\x07\\u202eevil\\x0d"
+    assert row["reason"] == "near \\x00: syntax error\\x9b" and row["database"] == "db\\x1b[2J.sqlite"
+    assert row["tags"] == "t\\x1b[1m" and row["id"] == "q\\x1b0"
+    assert json.loads(row["gold"].replace("\\u202e", "\\\\u202e")) == ["SELECT '\\u202e'", "SELECT 2"]  # a list: JSON, shown escaped
+    assert (tmp_path / "r.correct.csv").read_text(encoding="utf-8").splitlines() == ["instance_id", "q\\x1b0"]

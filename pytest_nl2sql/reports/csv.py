@@ -8,7 +8,10 @@ Spider2 evaluation suite writes (spec `004`) for submission systems. Spider2's o
 The files are opened in spreadsheets, and predictions are untrusted text: a cell that starts with
 `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with a single quote, as OWASP
 recommends against formula injection (`=HYPERLINK(…)` stays text). Plain numbers (`-1`, `+0.5`)
-are left alone. A lone surrogate, which UTF-8 cannot encode, is written as its escape `\\ud800`.
+are left alone. A lone surrogate, which UTF-8 cannot encode, is written as its escape `\\ud800`;
+control characters (but newline and tab) and bidi overrides are written as escapes (`\\x1b`,
+`\\u202e`), as in the terminal and the md report: a cell `cat`-ed or opened in a viewer cannot
+recolour a terminal or reorder what it shows.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from pytest_nl2sql.files import atomic_open
 from pytest_nl2sql.reports import ReportWriteError, register
+from pytest_nl2sql.shown import escaped
 
 COLUMNS = (
     "id", "nodeid", "file", "kind", "question", "database", "hardness", "tags", "verdict",
@@ -66,8 +70,8 @@ def _cell(value: Any) -> str:
     if isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, str):
-        return neutralise(value)
-    return json.dumps(value, ensure_ascii=False, default=str)
+        return neutralise(escaped(value))
+    return neutralise(escaped(json.dumps(value, ensure_ascii=False, default=str)))
 
 
 def _row(item: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> list[str]:
