@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from helpers import make_db, write_suite
+from pytest_nl2sql import evaluate_suite
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.soft import (
     ColumnNamer,
@@ -82,21 +84,27 @@ class TestWorkedByHand:
         assert (s.column_precision, s.column_recall, s.column_f1) == pytest.approx((2 / 3, 1.0, 0.8))
         assert (s.row_precision, s.row_recall, s.row_f1) == (1.0, 1.0, 1.0)
 
-    def test_row_scores_on_the_common_columns(self):
-        # common column: name. gold names {a, b, c, d}, predicted {a, b, x}: TP 2 -> P 2/3, R 1/2, F1 4/7
+    def test_row_scores_on_every_paired_column(self):
+        # name pairs by name, age with years by the comparison. gold rows {a1, b2, c3, d4},
+        # predicted {a1, b2, x9}: TP 2 -> P 2/3, R 1/2, F1 4/7 (columns: name only, P = R = 1/2)
         s = soft_scores(["name", "age"], [("a", 1), ("b", 2), ("c", 3), ("d", 4)],
-                        ["name", "city"], [("a", "p"), ("b", "q"), ("x", "r")])
+                        ["name", "years"], [("a", 1), ("b", 2), ("x", 9)])
         assert (s.column_precision, s.column_recall, s.column_f1) == (0.5, 0.5, 0.5)
         assert (s.row_precision, s.row_recall, s.row_f1) == pytest.approx((2 / 3, 1 / 2, 4 / 7))
+        # b's age wrong: its row no longer matches, though its name does
+        s2 = soft_scores(["name", "age"], [("a", 1), ("b", 2)], ["name", "years"], [("a", 1), ("b", 3)])
+        assert s2.row_f1 == 0.5
 
     def test_duplicates_match_one_to_one(self):
         # gold a, a, b; predicted a, b, b: TP 2 (one a, one b)
         s = soft_scores(["x"], [("a",), ("a",), ("b",)], ["x"], [("a",), ("b",), ("b",)])
         assert (s.row_precision, s.row_recall) == pytest.approx((2 / 3, 2 / 3))
 
-    def test_no_common_column_scores_no_row(self):
+    def test_no_common_name_still_scores_the_rows_the_comparison_pairs(self):
         s = soft_scores(["name"], [("a",)], ["title"], [("a",)])
-        assert s == SoftScores(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        assert s == SoftScores(0.0, 0.0, 0.0, 1.0, 1.0, 1.0)
+        nothing_paired = soft_scores(["name", "age"], [("a", 1)], ["title"], [("a",)])
+        assert nothing_paired == SoftScores(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
     def test_empty_results(self):
         assert soft_scores(["a"], [], ["a"], []).row_f1 == 1.0
@@ -166,3 +174,98 @@ def test_summary_means_count_a_prediction_that_did_not_run_as_zero():
                                           "float_tolerance", "null_vs_zero_or_empty", "case_or_whitespace",
                                           "limit_prefix"]
     assert summarize([result(3, Verdict.GOLD_ERROR, None)])["soft_scores"] is None
+
+
+# ----------------------------------------------------------------------------- the amendment
+# Row scores compare every column the result comparison pairs (names first, then the verdict's
+# pairing by position and values); every engine's spelling of count(*) is one name.
+
+def test_every_engines_count_star_is_one_name():
+    n = TestColumnNames.namer.normalise
+    # SQLite and MySQL `count(*)`, PostgreSQL `count`, DuckDB `count_star()`
+    assert n("count_star()") == n("COUNT_STAR()") == n("count(*)") == n("count") == n("Count( * )") == "number"
+    assert n("count_star") == "number star"  # a plain name is not an expression: its words as they are
+
+
+def test_a_max_for_an_avg_scores_no_row():
+    # the only common name is `category`; `max(price)` stands where `avg(price)` does, every value wrong
+    gold = (["category", "avg(price)"], [("office", 2.25), ("clothes", 1.5), ("kitchen", 8.0)])
+    pred = (["category", "max(price)"], [("office", 3.0), ("clothes", 2.5), ("kitchen", 9.0)])
+    s = soft_scores(*gold, *pred)
+    assert (s.column_precision, s.column_recall) == (0.5, 0.5)  # column scores stay by name
+    assert (s.row_precision, s.row_recall, s.row_f1) == (0.0, 0.0, 0.0)
+    # one value right of three: one row
+    right_once = soft_scores(*gold, pred[0], [("office", 2.25), ("clothes", 2.5), ("kitchen", 9.0)])
+    assert right_once.row_f1 == pytest.approx(1 / 3)
+
+
+def test_renamed_and_reordered_columns_of_a_right_answer_score_every_row():
+    gold = (["name", "count(*)"], [("a", 1), ("b", 2)])
+    s = soft_scores(*gold, ["n", "who"], [(2, "b"), (1, "a")])  # no name in common: the comparison pairs them
+    assert (s.column_f1, s.row_f1) == (0.0, 1.0)
+    # two columns of one name: the comparison's pairing decides which is which
+    twice = soft_scores(["name", "name"], [("a", "x"), ("b", "y")], ["name", "name"], [("y", "b"), ("x", "a")])
+    assert (twice.column_f1, twice.row_f1) == (1.0, 1.0)
+
+
+def test_names_come_before_the_comparisons_pairing():
+    # `age` is paired by name although it holds the names (the comparison pairs `name` with it): no
+    # row matches, and `name`, whose partner is taken, counts as missing
+    s = soft_scores(["name", "age"], [("a", 1), ("b", 2)], ["age", "x"], [("a", 1), ("b", 2)])
+    assert (s.column_f1, s.row_f1) == (0.5, 0.0)
+
+
+def test_a_column_the_comparison_cannot_pair_counts_as_missing():
+    # another width: the comparison pairs nothing, so only the names pair (rows matched on `name`)
+    s = soft_scores(["name", "age"], [("a", 1), ("b", 2)], ["name"], [("a",), ("b",)])
+    assert (s.column_recall, s.row_f1) == (0.5, 1.0)
+    none = soft_scores(["name", "age"], [("a", 1), ("b", 2)], ["who"], [("a",), ("b",)])
+    assert none.row_f1 == 0.0
+
+
+PRICES_SQL = """
+CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, price REAL, category TEXT);
+INSERT INTO item VALUES (1, 'pen', 1.5, 'office'), (2, 'ink', 3.0, 'office'), (3, 'cap', 0.5, 'clothes'),
+                        (4, 'hat', 2.5, 'clothes'), (5, 'mug', 7.0, 'kitchen'), (6, 'pan', 9.0, 'kitchen');
+"""
+
+ENGINE_CASES = [
+    # right answers: the engine's name for count(*) against an alias `count`; renamed and reordered
+    {"id": "count-alias", "gold": "SELECT category, count(*) FROM item GROUP BY category",
+     "predicted": "SELECT category, count(*) AS count FROM item GROUP BY category"},
+    {"id": "count-bare", "gold": "SELECT category, count(*) AS count FROM item GROUP BY category",
+     "predicted": "SELECT category, COUNT(*) FROM item GROUP BY category"},
+    {"id": "renamed", "gold": "SELECT category, count(*) FROM item GROUP BY category",
+     "predicted": "SELECT count(id) AS n, category AS c FROM item GROUP BY category"},
+    # every average answered by a maximum
+    {"id": "max-for-avg", "gold": "SELECT category, avg(price) FROM item GROUP BY category",
+     "predicted": "SELECT category, max(price) FROM item GROUP BY category"},
+    # two golds: the second (not the one judged closest) holds two of its three rows: P 2/3, R 1
+    {"id": "among-golds", "gold": ["SELECT category, avg(price) FROM item GROUP BY category",
+                                   "SELECT category, max(price) FROM item WHERE category <> 'office' GROUP BY category"],
+     "predicted": "SELECT category, max(price) FROM item GROUP BY category"},
+]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "duckdb"])
+def test_soft_scores_of_a_run_on_each_engine(tmp_path, engine):
+    if engine == "sqlite":
+        database = str(make_db(tmp_path / "prices.sqlite", PRICES_SQL))
+    else:
+        duckdb = pytest.importorskip("duckdb")
+        path = tmp_path / "prices.duckdb"
+        con = duckdb.connect(str(path))
+        con.execute(PRICES_SQL)
+        con.close()
+        database = f"duckdb:///{path}"
+    suite = write_suite(tmp_path, ENGINE_CASES, database=database)
+    report = evaluate_suite(suite, neighbours=0, rootdir=tmp_path)
+    items = {i["id"]: i for i in report["items"]}
+    got = {k: (i["verdict"], i["soft_scores"]["column_f1"], i["soft_scores"]["row_f1"]) for k, i in items.items()}
+    assert got == {
+        "count-alias": ("pass", 1.0, 1.0),
+        "count-bare": ("pass", 1.0, 1.0),
+        "renamed": ("pass", 0.0, 1.0),
+        "max-for-avg": ("mismatch", 0.5, 0.0),
+        "among-golds": ("mismatch", 1.0, pytest.approx(0.8)),
+    }

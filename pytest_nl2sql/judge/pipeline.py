@@ -32,7 +32,7 @@ from pytest_nl2sql.gate.baseline import Baseline, classify
 from pytest_nl2sql.gate.run import engine_label
 from pytest_nl2sql.judge import explain, on_neighbours
 from pytest_nl2sql.judge.answer import add_usage, extract_sql
-from pytest_nl2sql.judge.compare import CompareOptions
+from pytest_nl2sql.judge.compare import CompareOptions, Comparison, compare_results
 from pytest_nl2sql.judge.execute import (
     GoldError,
     GoldOutcome,
@@ -644,7 +644,22 @@ class Pipeline:
             return None  # (a streamed result is not held: only its first rows are)
         rule = ValueRule.of(_compare_options(case))
         golds = [(g.columns, g.rows) for g in gold.results]
-        return best_soft_scores(golds, judgement.result.columns, judgement.result.rows, namer=self.namer(case), rule=rule)
+        result = judgement.result
+
+        def comparison_of(index: int) -> Comparison | None:
+            """The verdict's comparison against gold `index` (row scores compare the columns it pairs):
+            the one judged, or the same comparison made again for another gold."""
+            if index == judgement.gold_index:
+                return judgement.comparison
+            other = gold.results[index]
+            options = CompareOptions.from_mapping({**(case.compare or {}), **({"mode": "spider"} if self.spider_mode(case) else {})})
+            try:
+                return compare_results(other.rows, result.rows, gold.order_matters, options, gold_columns=len(other.columns),
+                                       pred_columns=len(result.columns), gold_names=other.columns, ties=gold.ties_of(index))
+            except ValueError:  # columns mode naming a column this gold lacks
+                return None
+
+        return best_soft_scores(golds, result.columns, result.rows, namer=self.namer(case), rule=rule, comparison_of=comparison_of)
 
     def _near_miss(self, case: Case, judgement: Judgement, gold: GoldOutcome) -> NearMiss | None:
         if judgement.verdict is not Verdict.MISMATCH or judgement.result is None or judgement.streamed:

@@ -11,12 +11,19 @@ A name that is an expression the engine named after its text (it contains a pare
 SQLite's `count(*)` or `avg(T1.age)`) carries no chosen name: it is read with sqlglot and named by
 its parts: column references by their column name (table qualifiers dropped), a function by its
 name and then its arguments, `count(…)` by `count` alone whatever it counts (`count(*)`,
-`count(id)`; `count distinct` for `count(DISTINCT …)`), operators by their sqlglot names (`sub`,
-`div`). So `COUNT(*)`, `count(T1.id)` and PostgreSQL's `count` are all `number`, and
+`count(id)`, DuckDB's `count_star()`; `count distinct` for `count(DISTINCT …)`), operators by their sqlglot names (`sub`,
+`div`). So `COUNT(*)`, `count(T1.id)`, DuckDB's `count_star()` and PostgreSQL's `count` are all
+`number`, and
 `avg(T1.age)` is `average age`. A text sqlglot cannot read is normalised as any other name.
 
-Row scores: the rows of both results projected onto the paired columns (none in common: row scores
-0) are matched one to one, optimally (a maximum matching; Spider 2.0's greedy one can undercount),
+Row scores compare every column the result comparison pairs (`row_pairs`): columns of equal
+normalised name first (among several of one name, the comparison's choice first), then, for each
+gold column left, the predicted column the comparison paired it with (`Comparison.pairing`, by
+position and values: the verdict's own pairing, or its best-effort one on a mismatch), if no name
+took it. A gold column neither pairs is missing: rows are matched on the others (none paired: row
+scores 0). So `max(price)` standing where the gold's `avg(price)` does is compared with it, and a
+right answer with renamed or reordered columns matches every row. The rows of both results
+projected onto those pairs are matched one to one, optimally (a maximum matching; Spider 2.0's greedy one can undercount),
 with values compared as the case's comparison does: `normalise_value` with its `case_sensitive`
 and `strip_whitespace`, numbers within `abs_tol` / `rel_tol`. Without a tolerance, rows match by
 equal normalised tuples (a multiset intersection); with one, rows are grouped by their non-numeric
@@ -33,10 +40,11 @@ from __future__ import annotations
 import math
 import operator
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_nl2sql.judge.compare import CompareOptions, Comparison, compare_results
 from pytest_nl2sql.judge.equality import normalise_value
 
 STOP_WORDS = frozenset({"of", "the", "a", "an"})
@@ -64,6 +72,9 @@ DEFAULT_SYNONYMS: Mapping[str, str] = {
     "dept": "department",
     "dob": "birthdate",
 }
+
+# Functions some engine names a `count(*)` column after (DuckDB's `count_star()`); read as `count(*)`.
+COUNT_STAR_NAMES = frozenset({"count_star"})
 
 MATCHING_CAP = 4_000_000  # gold x predicted row pairs of one group matched exactly (with a tolerance)
 
@@ -182,6 +193,8 @@ def _expression_words(text: str) -> list[str] | None:
             return words(n.left) + [n.key] + words(n.right)
         out: list[str] = []
         if isinstance(n, exp.Anonymous):
+            if str(n.name).lower() in COUNT_STAR_NAMES and not n.expressions:
+                return ["count"]
             out += _split(str(n.name))
         elif isinstance(n, exp.Func):
             out += _split(n.sql_name())
@@ -206,6 +219,48 @@ def column_pairs(gold_names: Sequence[str], pred_names: Sequence[str]) -> list[t
         if slots:
             pairs.append((i, slots.popleft()))
     return pairs
+
+
+def row_pairs(gold_names: Sequence[str], pred_names: Sequence[str], pairing: Sequence[int] | None) -> list[tuple[int, int]]:
+    """(gold index, predicted index) of the columns the row scores compare, in gold order: equal
+    normalised names first (as many pairs per name as `column_pairs` makes, the comparison's
+    `pairing` choosing among columns of one name), then `pairing[i]` for a gold column i left, if
+    its predicted column is still free. A gold column left after both is missing."""
+    given = {i: j for i, j in enumerate(pairing or ()) if 0 <= j < len(pred_names)}
+    pairs: dict[int, int] = {}
+    used: set[int] = set()
+
+    def take(i: int, j: int) -> None:
+        pairs[i] = j
+        used.add(j)
+
+    for i, name in enumerate(gold_names):  # a name the comparison agrees with
+        j = given.get(i)
+        if j is not None and j not in used and pred_names[j] == name:
+            take(i, j)
+    free: dict[str, deque[int]] = {}
+    for j, name in enumerate(pred_names):
+        if j not in used:
+            free.setdefault(name, deque()).append(j)
+    for i, name in enumerate(gold_names):  # the other names, in order
+        slots = free.get(name)
+        if i not in pairs and slots:
+            take(i, slots.popleft())
+    for i in range(len(gold_names)):  # the comparison's pairing for the columns no name paired
+        j = given.get(i)
+        if i not in pairs and j is not None and j not in used:
+            take(i, j)
+    return sorted(pairs.items())
+
+
+def comparison_pairing(comparison: Comparison | None, gold_width: int, pred_width: int) -> tuple[int, ...] | None:
+    """The column pairing of a comparison: its `pairing`, or column by column for a match that
+    needed none (both results empty, of one width)."""
+    if comparison is None:
+        return None
+    if comparison.pairing is not None:
+        return comparison.pairing
+    return tuple(range(gold_width)) if comparison.match and gold_width == pred_width else None
 
 
 # ----------------------------------------------------------------------------- scores
@@ -264,19 +319,30 @@ class ValueRule:
     def close(self, a: Any, b: Any) -> bool:
         return math.isclose(a, b, rel_tol=self.rel_tol, abs_tol=self.abs_tol)
 
+    def options(self) -> CompareOptions:
+        """The default comparison with these options (to pair columns when no verdict did)."""
+        return CompareOptions(abs_tol=self.abs_tol, rel_tol=self.rel_tol, case_sensitive=self.case_sensitive,
+                              strip_whitespace=self.strip_whitespace)
+
 
 def soft_scores(
     gold_names: Sequence[str], gold_rows: Sequence[Sequence[Any]],
     pred_names: Sequence[str], pred_rows: Sequence[Sequence[Any]],
     *, namer: ColumnNamer | None = None, rule: ValueRule | None = None,
+    comparison: Comparison | None = None,
 ) -> SoftScores:
-    """The six soft scores of one predicted result against one gold result."""
+    """The six soft scores of one predicted result against one gold result. `comparison`: the
+    verdict's comparison of the two (its column pairing); without one, they are compared here as
+    the default comparison does, with the rule's options, rows unordered."""
     namer = namer or ColumnNamer()
     rule = rule or ValueRule()
     gold_norm = [namer.normalise(n) for n in gold_names]
     pred_norm = [namer.normalise(n) for n in pred_names]
-    pairs = column_pairs(gold_norm, pred_norm)
-    columns = (len(pairs), len(gold_norm), len(pred_norm))
+    columns = (len(column_pairs(gold_norm, pred_norm)), len(gold_norm), len(pred_norm))
+    if comparison is None:
+        comparison = compare_results(gold_rows, pred_rows, options=rule.options(), gold_columns=len(gold_names),
+                                     pred_columns=len(pred_names))
+    pairs = row_pairs(gold_norm, pred_norm, comparison_pairing(comparison, len(gold_names), len(pred_names)))
     if not pairs:
         return SoftScores(*_prf(*columns), 0.0, 0.0, 0.0)
     matched = matched_rows(gold_rows, pred_rows, pairs, rule)
@@ -285,11 +351,16 @@ def soft_scores(
 
 def best_soft_scores(golds: Sequence[tuple[Sequence[str], Sequence[Sequence[Any]]]],
                      pred_names: Sequence[str], pred_rows: Sequence[Sequence[Any]], *,
-                     namer: ColumnNamer | None = None, rule: ValueRule | None = None) -> SoftScores | None:
-    """The scores against the gold with the best row F1, then column F1 (the first on a tie)."""
+                     namer: ColumnNamer | None = None, rule: ValueRule | None = None,
+                     comparison_of: Callable[[int], Comparison | None] | None = None) -> SoftScores | None:
+    """The scores against the gold with the best row F1, then column F1 (the first on a tie).
+    `comparison_of(i)`: the verdict's comparison against gold i (None: compared here)."""
     best: SoftScores | None = None
-    for names, rows in golds:
-        scores = soft_scores(names, rows, pred_names, pred_rows, namer=namer, rule=rule)
+    for index, (names, rows) in enumerate(golds):
+        if best is not None and (best.row_f1, best.column_f1) == (1.0, 1.0):
+            break  # no later gold can do better
+        comparison = comparison_of(index) if comparison_of is not None else None
+        scores = soft_scores(names, rows, pred_names, pred_rows, namer=namer, rule=rule, comparison=comparison)
         if best is None or (scores.row_f1, scores.column_f1) > (best.row_f1, best.column_f1):
             best = scores
     return best
