@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql import __version__
 from pytest_nl2sql.cases.parse import load_json
 from pytest_nl2sql.engines.url import EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import classify, key_relative_to, load_baseline
@@ -310,6 +311,7 @@ def _positive(text: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nl2sql", description="pytest-nl2sql commands that need no pytest run")
+    parser.add_argument("--version", action="version", version=f"pytest-nl2sql {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     role = commands.add_parser("readonly-role", help="print the SQL that creates a least-privilege role for predictions")
     role.add_argument("url", help="the server database the suite will run on (postgresql://… or mysql://…)")
