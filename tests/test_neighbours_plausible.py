@@ -230,8 +230,10 @@ def _outcomes(own: list[tuple], here: list[tuple], predicted: list[tuple], order
     ([("ann", 3)], [("ann", 3), (None, 1)], [("ann", 3)], True),
     # the gold's own result holds NULLs: a difference in them counts
     ([("ann", None)], [("ann", 3), (None, 1)], [("ann", 3)], False),
-    # a group counted zero, which the gold never shows, is the only difference
-    ([("ann", 2)], [("ann", 2)], [("ann", 2), ("bob", 0)], True),
+    # a group the gold counts zero here (it never shows one on its own database) is the only difference
+    ([("ann", 2)], [("ann", 2), ("bob", 0)], [("ann", 2)], True),
+    # ... but a zero the prediction adds is its own: a failure (issue 29)
+    ([("ann", 2)], [("ann", 2)], [("ann", 2), ("bob", 0)], False),
     # a wrong value is a failure whatever the gold showed
     ([("ann", 2)], [("ann", 2)], [("ann", 3)], False),
 ])

@@ -236,6 +236,14 @@ def _normaliser(options: CompareOptions) -> Callable[[Any], Any]:
     return lambda v: normalise_value(v, case_sensitive, strip)
 
 
+def row_values_key(options: CompareOptions | None = None) -> Callable[[Sequence[Any]], tuple]:
+    """A row's values as `options` compare them, sorted: a key that no column pairing changes (two
+    rows some pairing makes equal have the same key; it may also join rows that no single pairing
+    does). For callers that match rows one by one, before a comparison decides."""
+    norm = _normaliser(options or DEFAULT_OPTIONS)
+    return lambda row: tuple(sorted(_value_sort_key(norm(v)) for v in row))
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
