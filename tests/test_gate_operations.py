@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from helpers import make_shop, write_suite
+
 from pytest_nl2sql.gate import baseline as baseline_module
 from pytest_nl2sql.gate.baseline import Baseline, BaselineEntry, compare_with_baseline
 from pytest_nl2sql.gate.stats import mcnemar_exact
@@ -97,3 +99,81 @@ def test_a_comparison_of_20000_flips_completes(tmp_path: Path) -> None:
     assert (worse, better) == (8000, 10000)
     z = (abs(worse - better) - 1) / math.sqrt(worse + better)  # the normal approximation agrees at this size
     assert done["json"]["p_value"] == pytest.approx(math.erfc(z / math.sqrt(2)), rel=0.05)
+
+
+# --- usage that overflows ---------------------------------------------------------------------------
+
+SHOP_CASES = [
+    {"id": "a", "question": "How many items?", "gold": "SELECT count(*) FROM item"},
+    {"id": "b", "question": "Every name", "gold": "SELECT name FROM item"},
+    {"id": "c", "question": "The dearest", "gold": "SELECT max(price) FROM item"},
+]
+
+
+def strict_json(path: Path) -> Any:
+    """The file as JSON, refusing the non-standard Infinity and NaN a lenient encoder writes."""
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"{path.name} holds a bare {name}: not JSON")
+    return json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+
+
+def test_usage_costs_whose_sum_overflows_still_give_every_report(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    write_suite(pytester.path, SHOP_CASES, database="shop.sqlite")
+    pytester.makeconftest("""
+def pytest_nl2sql_predict(case):
+    return {"sql": "SELECT count(*) FROM item", "usage": {"cost": 1.7e308, "prompt_tokens": 10}}
+""")
+    result = pytester.runpytest("--nl2sql-report=json:r.json", "--nl2sql-report=html:r.html", "--nl2sql-report=md:r.md",
+                                "--nl2sql-report=csv:r.csv", "--nl2sql-report=xlsx:r.xlsx", "--nl2sql-history=h.jsonl")
+    result.assert_outcomes(passed=1, failed=2)
+    report = strict_json(pytester.path / "r.json")
+    usage = report["summary"]["usage"]
+    assert usage["cases"] == 3 and usage["total"]["prompt_tokens"] == 30
+    assert "cost" not in usage["total"] and usage["not_finite"] == ["cost"]  # said, not a made-up number
+    assert usage["mean"]["cost"] == pytest.approx(1.7e308)  # the mean of finite costs is finite
+    for name in ("r.html", "r.md", "r.csv", "r.xlsx"):
+        assert (pytester.path / name).stat().st_size > 0
+    strict_json(pytester.path / "h.jsonl")
+    result.stdout.fnmatch_lines(["model usage over 3 case(s): 30 prompt tokens, cost too large to add up*"])
+
+
+def _result(case_id: str, verdict: str = "pass", **fields: Any) -> Any:
+    from pytest_nl2sql.judge.result import CaseResult
+    from pytest_nl2sql.vocab import Kind, Verdict
+
+    return CaseResult(id=case_id, nodeid=f"s.nl2sql.yaml::{case_id}", file="s.nl2sql.yaml", position=int(case_id[1:]),
+                      kind=Kind.SQL, verdict=Verdict(verdict), **fields)
+
+
+def _run_info(**changes: Any) -> Any:
+    from pytest_nl2sql.gate.run import RunInfo
+
+    return RunInfo(**{"started": "2025-01-01T00:00:00+00:00", "duration_s": 1.0, "label": None, "git_commit": None,
+                      "engine": "per case", "complete": True, **changes})
+
+
+def test_a_figure_or_a_report_that_fails_costs_no_other_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_nl2sql.gate import finish
+    from pytest_nl2sql.gate.finish import Gate, finish_run
+
+    def broken_html(fmt: str, payload: Any, path: Path) -> list[Path]:
+        if fmt == "html":
+            raise ValueError("Out of range float values are not JSON compliant")
+        return real_write(fmt, payload, path)
+
+    def broken_summary(results: Any) -> Any:
+        raise ZeroDivisionError("a figure's bug")
+
+    real_write = finish.write_report
+    monkeypatch.setattr(finish, "write_report", broken_html)
+    gate = Gate(rootdir=tmp_path, reports=[("html", tmp_path / "r.html"), ("json", tmp_path / "r.json")])
+    finished = finish_run([_result("q0"), _result("q1", "mismatch")], _run_info(), gate)
+    assert any("html report" in f and "could not be written: ValueError" in f for f in finished.failures)
+    assert len(strict_json(tmp_path / "r.json")["items"]) == 2
+
+    monkeypatch.setattr(finish, "summarize", broken_summary)
+    finished = finish_run([_result("q0"), _result("q1", "mismatch")], _run_info(), gate)
+    assert any("figures could not be computed (ZeroDivisionError" in f for f in finished.failures)
+    summary = strict_json(tmp_path / "r.json")["summary"]
+    assert (summary["total"], summary["passed"], summary["accuracy"]) == (2, 1, 0.5)

@@ -28,7 +28,7 @@ from pytest_nl2sql.gate.thresholds import Threshold, check_thresholds
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
 from pytest_nl2sql.reports import write_report
-from pytest_nl2sql.vocab import BaselineStatus, Verdict
+from pytest_nl2sql.vocab import BaselineStatus, Kind, Verdict
 
 TREND_FORMATS = ("md", "xlsx", "html")  # the reports that show the trend over --nl2sql-history
 
@@ -60,10 +60,15 @@ class Finished:
 
 def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finished:
     results = [_unpredicted_is_no_regression(r) for r in ordered(results)]
-    summary = summarize(results)
-    summary["engine"] = run.engine  # where the cases ran: the --nl2sql-dsn database (password masked), or "per case"
     messages: list[str] = []
     failures: list[str] = []
+    try:
+        summary = summarize(results)
+    except Exception as e:  # noqa: BLE001 - one figure that cannot be computed must not cost the reports
+        summary = _counts_only(results)
+        failures.append(f"nl2sql: the summary's figures could not be computed ({type(e).__name__}: {e}); "
+                        "the reports hold the counts of verdicts only")
+    summary["engine"] = run.engine  # where the cases ran: the --nl2sql-dsn database (password masked), or "per case"
     if gate.baseline is not None:
         comparison = compare_with_baseline(gate.baseline, [r.to_json() for r in results], gate.rootdir)
         summary["baseline"] = comparison.to_json()
@@ -98,8 +103,25 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
                 messages.append(f"{fmt} report: {written}")
         except OSError as e:  # one unwritable report must not cost the others or the thresholds
             failures.append(f"nl2sql: {e}")
+        except Exception as e:  # noqa: BLE001 - nor one that cannot be rendered
+            failures.append(f"nl2sql: the {fmt} report {path} could not be written: {type(e).__name__}: {e}")
     failures += check_thresholds(gate.fail_under, summary, partial=gate.selected)
     return Finished(summary, report, messages, failures, usage_error)
+
+
+def _counts_only(results: Sequence[CaseResult]) -> dict[str, Any]:
+    """The summary's counts, computed without any figure that could fail: what the reports show
+    when `summarize` cannot finish."""
+    sql = [r for r in results if r.kind is Kind.SQL]
+    errors = sum(1 for r in sql if r.verdict.is_error)
+    passed = sum(1 for r in sql if r.passed)
+    judged = len(sql) - errors
+    by_verdict: dict[str, int] = {}
+    for r in results:
+        by_verdict[r.verdict.value] = by_verdict.get(r.verdict.value, 0) + 1
+    return {"total": len(sql), "passed": passed, "errors": errors, "failed": judged - passed,
+            "accuracy": passed / judged if judged else None, "predictor_errors": sum(1 for r in sql if r.verdict is Verdict.PREDICTOR_ERROR),
+            "by_hardness": {}, "by_tag": {}, "by_database": {}, "by_verdict": by_verdict, "baseline": None}
 
 
 def _unpredicted_is_no_regression(result: CaseResult) -> CaseResult:

@@ -133,18 +133,41 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
 
 def summarize_usage(usages: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | None:
     """`{"cases", "total": {key: sum}, "mean": {key: per-case mean}}` over the cases whose hook
-    reported usage (a key's mean is over the cases that reported that key); None when none did."""
+    reported usage (a key's mean is over the cases that reported that key); None when none did.
+    A cost whose sum is beyond floating point (two of 1.7e308) has no total: it is left out of
+    `total` and named in `not_finite`, so that the JSON stays JSON (no bare Infinity)."""
     reported = [u for u in usages if u]
     if not reported:
         return None
     total: dict[str, Any] = {}
     mean: dict[str, float] = {}
+    not_finite: list[str] = []
     for key in USAGE_KEYS:
-        values = [u[key] for u in reported if isinstance(u.get(key), (int, float))]
+        values = [u[key] for u in reported if isinstance(u.get(key), (int, float)) and math.isfinite(u[key])]
         if values:
-            total[key] = round(math.fsum(values), 10) if key == "cost" else int(sum(values))
-            mean[key] = round(math.fsum(values) / len(values), 10)
-    return {"cases": len(reported), "total": total, "mean": mean}
+            summed = _finite_sum(values)
+            if key != "cost":
+                total[key] = int(sum(values))  # whole numbers of tokens: an int never overflows
+            elif summed is None:
+                not_finite.append(key)
+            else:
+                total[key] = round(summed, 10)
+            mean[key] = round(_mean(values, summed), 10)
+    return {"cases": len(reported), "total": total, "mean": mean, **({"not_finite": not_finite} if not_finite else {})}
+
+
+def _finite_sum(values: list[float]) -> float | None:
+    """The exact sum of finite floats, or None when it is beyond the largest float."""
+    try:
+        summed = math.fsum(values)
+    except OverflowError:  # "intermediate overflow in fsum"
+        return None
+    return summed if math.isfinite(summed) else None
+
+
+def _mean(values: list[float], summed: float | None) -> float:
+    """The mean, finite even when the sum is not (each value divided first)."""
+    return summed / len(values) if summed is not None else math.fsum(v / len(values) for v in values)
 
 
 def caught_by_neighbours(result: CaseResult) -> bool:

@@ -141,6 +141,9 @@ def model_lines(summary: dict[str, Any]) -> list[str]:
         if "cost" in total:
             text += (", " if text else "") + f"cost {total['cost']:.4f}"
             each += (", " if each else "") + f"cost {mean['cost']:.4f}"
+        elif "cost" in (usage.get("not_finite") or ()):  # a sum beyond floating point
+            text += (", " if text else "") + "cost too large to add up"
+            each += (", " if each else "") + f"cost {mean['cost']:.4g}"
         lines.append(f"model usage over {usage['cases']} case(s): {text} (per case {each})")
     pass_at = summary.get("pass_at_k")
     if pass_at:
