@@ -7,13 +7,27 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nl2sql.cases.read import Case, InvalidCase, load_case_file, read_case_file
+from pytest_nl2sql.cases.read import Case, CaseFileError, InvalidCase, load_case_file, read_case_file
 
 
 def load(tmp_path: Path, name: str, text: str, **kw: object) -> list[Case | InvalidCase]:
     path = tmp_path / name
     path.write_text(text)
     return load_case_file(path, **kw)
+
+
+def first_problem(tmp_path: Path, name: str, text: str) -> tuple[str, CaseFileError]:
+    """("file", the error) for a file that cannot be read as a whole (a collection error), else
+    ("entry", the first broken entry's error)."""
+    path = tmp_path / name
+    path.write_text(text)
+    contents = read_case_file(path)
+    if contents.error is not None:
+        assert contents.entries == []
+        return "file", contents.error
+    bad = [e for e in contents.entries if isinstance(e, InvalidCase)]
+    assert bad, contents.entries
+    return "entry", bad[0].error
 
 
 def test_single_case_mapping(tmp_path: Path) -> None:
@@ -69,26 +83,24 @@ def test_db_dir_option_is_the_fallback(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "line", "fragment"),
+    ("text", "kind", "line", "fragment"),
     [
-        ("cases:\n  - id: a\n    gold: [unclosed\n", 3, "invalid YAML"),
-        ("database: d\ncases:\n  - id: a\n    gold_sql: SELECT 1\n", 3, "unknown key 'gold_sql'"),
-        ("database: d\ncases:\n  - id: a\n  - id: b\n    gold: SELECT 1\n", 3, "needs `gold`"),
-        ("database: d\ncases:\n  - id: a\n    gold: SELECT 1\n    order: sorted\n", 3, "`order` must be one of"),
-        ("database: d\ncases:\n  - id: a\n    gold: SELECT 1\n    gold_result: x.csv\n", 3, "either `gold` or `gold_result`"),
-        ("database: d\ncases:\n  - just a string\n", 3, "must be a mapping"),
-        ("source: {format: spider, questions: q.json, db_dir: d}\ncases: []\n", 1, "not both"),
-        ("source: {format: sparql, questions: q.json, db_dir: d}\n", 1, "source.format"),
-        ("database: d\ncases:\n  - id: a\n    predicted: 3\n    gold: SELECT 1\n", 3, "`predicted` must be SQL text"),
+        ("cases:\n  - id: a\n    gold: [unclosed\n", "file", 3, "invalid YAML"),
+        ("database: d\ncases:\n  - id: a\n    gold_sql: SELECT 1\n", "entry", 3, "unknown key 'gold_sql'"),
+        ("database: d\ncases:\n  - id: a\n  - id: b\n    gold: SELECT 1\n", "entry", 3, "needs `gold`"),
+        ("database: d\ncases:\n  - id: a\n    gold: SELECT 1\n    order: sorted\n", "entry", 3, "`order` must be one of"),
+        ("database: d\ncases:\n  - id: a\n    gold: SELECT 1\n    gold_result: x.csv\n", "entry", 3, "either `gold` or `gold_result`"),
+        ("database: d\ncases:\n  - just a string\n", "entry", 3, "must be a mapping"),
+        ("source: {format: spider, questions: q.json, db_dir: d}\ncases: []\n", "file", 1, "not both"),
+        ("source: {format: sparql, questions: q.json, db_dir: d}\n", "file", 1, "source.format"),
+        ("database: d\ncases:\n  - id: a\n    predicted: 3\n    gold: SELECT 1\n", "entry", 3, "`predicted` must be SQL text"),
     ],
 )
-def test_errors_name_the_line_and_what_is_wrong(tmp_path: Path, text: str, line: int, fragment: str) -> None:
-    entries = load(tmp_path, "bad.yaml", text)
-    bad = [e for e in entries if isinstance(e, InvalidCase)]
-    assert bad, entries
-    assert bad[0].line == line
-    assert fragment in bad[0].message
-    assert str(bad[0].error).startswith(f"{tmp_path / 'bad.yaml'}:{line}: ")
+def test_errors_name_the_line_and_what_is_wrong(tmp_path: Path, text: str, kind: str, line: int, fragment: str) -> None:
+    found, error = first_problem(tmp_path, "bad.yaml", text)
+    assert (found, error.line) == (kind, line)
+    assert fragment in error.message
+    assert str(error).startswith(f"{tmp_path / 'bad.yaml'}:{line}: ")
 
 
 def test_one_bad_case_does_not_hide_the_others(tmp_path: Path) -> None:
@@ -123,8 +135,8 @@ def test_spider_source_with_gold_file_and_predictions(tmp_path: Path) -> None:
 def test_spider_source_gold_count_must_match(tmp_path: Path) -> None:
     (tmp_path / "dev.json").write_text(json.dumps([{"db_id": "a", "question": "q", "query": "SELECT 0"}]))
     (tmp_path / "gold.sql").write_text("SELECT 1\ta\nSELECT 2\ta\n")
-    (entry,) = load(tmp_path, "dev.yaml", "source: {format: spider, questions: dev.json, db_dir: db, gold: gold.sql}\n")
-    assert isinstance(entry, InvalidCase) and "2 queries for 1 questions" in entry.message
+    kind, error = first_problem(tmp_path, "dev.yaml", "source: {format: spider, questions: dev.json, db_dir: db, gold: gold.sql}\n")
+    assert kind == "file" and "2 queries for 1 questions" in error.message
 
 
 def test_term_selection_case(tmp_path: Path) -> None:
@@ -157,26 +169,25 @@ def test_bad_comparison_option_is_an_invalid_case(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "line", "fragment"),
+    ("text", "kind", "line", "fragment"),
     [
         # the offending token's line, not the start of the block (line 2)
-        ("cases:\n  - id: a\n    gold: SELECT 1\n   question: q\n", 4, "invalid YAML: expected <block end>"),
-        ("database: d\ncases:\n  - id: a\n    gold: SELECT 1\n    question: a: b\n", 5, "mapping values are not allowed"),
-        # a problem found only at the end of the file: where the unfinished construct starts
-        ('database: d\ncases:\n  - id: a\n    gold: "SELECT 1\n  - id: b\n', 4, "while scanning a quoted scalar that starts on line 4"),
+        ("cases:\n  - id: a\n    gold: SELECT 1\n   question: q\n", "file", 4, "invalid YAML: expected <block end>"),
+        ("database: d\ncases:\n  - id: a\n    gold: SELECT 1\n    question: a: b\n", "file", 5, "mapping values are not allowed"),
+        # a quote never closed: where it opens
+        ('database: d\ncases:\n  - id: a\n    gold: "SELECT 1\n  - id: b\n', "file", 4, "a quoted value opens on line 4 and is never closed"),
         # `cases:` that is not a list: the line of its value
-        ("database: d\ncases:\n  id: a\n  gold: SELECT 1\n", 3, "`cases:` must be a list of cases, not a mapping"),
-        ("database: d\n\ncases: SELECT 1\n", 3, "`cases:` must be a list of cases, not a string"),
+        ("database: d\ncases:\n  id: a\n  gold: SELECT 1\n", "file", 3, "`cases:` must be a list of cases, not a mapping"),
+        ("database: d\n\ncases: SELECT 1\n", "file", 3, "`cases:` must be a list of cases, not a string"),
         # a case that is not a mapping: its own line
-        ("database: d\ncases:\n  - id: a\n    gold: SELECT 1\n  - id: b\n    gold: SELECT 2\n  - [id, c]\n", 7, "not a list"),
+        ("database: d\ncases:\n  - id: a\n    gold: SELECT 1\n  - id: b\n    gold: SELECT 2\n  - [id, c]\n", "entry", 7, "not a list"),
         # a bad suite default: the line of that key
-        ("database: d\ntags: [x]\ngold_sql: SELECT 1\ncases:\n  - id: a\n    gold: SELECT 1\n", 3, "suite defaults: unknown key 'gold_sql'"),
+        ("database: d\ntags: [x]\ngold_sql: SELECT 1\ncases:\n  - id: a\n    gold: SELECT 1\n", "file", 3, "suite defaults: unknown key 'gold_sql'"),
     ],
 )
-def test_malformed_files_point_at_the_offending_line(tmp_path: Path, text: str, line: int, fragment: str) -> None:
-    bad = [e for e in load(tmp_path, "bad.yaml", text) if isinstance(e, InvalidCase)]
-    assert len(bad) == 1, bad
-    assert (bad[0].line, fragment in bad[0].message) == (line, True), bad[0].message
+def test_malformed_files_point_at_the_offending_line(tmp_path: Path, text: str, kind: str, line: int, fragment: str) -> None:
+    found, error = first_problem(tmp_path, "bad.yaml", text)
+    assert (found, error.line, fragment in error.message) == (kind, line, True), error
 
 
 def test_jsonl_line_that_is_not_an_object_names_its_line(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nl2sql.cases.read import Case, InvalidCase, load_case_file
+from pytest_nl2sql.cases.read import Case, InvalidCase, load_case_file, read_case_file
 
 
 @pytest.fixture
@@ -89,9 +89,11 @@ def test_source_files_outside_the_root_are_invalid(layout: tuple[Path, Path]) ->
     for source in ("{format: spider, questions: ../../outside/dev.json, db_dir: ../db}",
                    "{format: spider, questions: ../dev.json, db_dir: ../../outside}",
                    "{format: spider, questions: ../dev.json, db_dir: ../db, gold: ../../outside/gold.csv}"):
-        entry = one(root, f"# Spider\nsource: {source}\n")
-        assert isinstance(entry, InvalidCase) and entry.line == 2, source
-        assert entry.message.startswith("source.") and "lies outside the rootdir" in entry.message
+        path = root / "suites" / "s.nl2sql.yaml"
+        path.write_text(f"# Spider\nsource: {source}\n")
+        contents = read_case_file(path, confine=root)  # the suite names no case it may read: the file is unreadable
+        assert contents.entries == [] and contents.error is not None and contents.error.line == 2, source
+        assert contents.error.message.startswith("source.") and "lies outside the rootdir" in contents.error.message
 
 
 def test_without_confine_nothing_is_refused(layout: tuple[Path, Path]) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from helpers import make_shop, write_suite
 from pytest_nl2sql.cases.parse import MAX_ALIAS_NODES, MAX_DEPTH
-from pytest_nl2sql.cases.read import Case, InvalidCase, load_case_file
+from pytest_nl2sql.cases.read import Case, CaseFileContents, CaseFileError, load_case_file, read_case_file
 
 
 def billion_laughs() -> str:
@@ -28,36 +28,42 @@ def billion_laughs() -> str:
 SECONDS = 10
 
 
-def load_measured(path: Path) -> tuple[list[Case | InvalidCase], float, int]:
-    """The entries, the seconds taken, and the peak bytes allocated while loading."""
+def load_measured(path: Path) -> tuple[CaseFileContents, float, int]:
+    """What the file reads as, the seconds taken, and the peak bytes allocated while loading."""
     started = time.perf_counter()
-    entries = load_case_file(path)
+    contents = read_case_file(path)
     seconds = time.perf_counter() - started
     tracemalloc.start()
     try:
-        load_case_file(path)
+        read_case_file(path)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    return entries, seconds, peak
+    return contents, seconds, peak
 
 
-def test_billion_laughs_is_one_invalid_entry_quickly_and_in_little_memory(tmp_path: Path) -> None:
+def unreadable(contents: CaseFileContents) -> CaseFileError:
+    """The error of a file that cannot be read as a whole (a collection error: no entries)."""
+    assert contents.entries == [] and contents.error is not None, contents
+    return contents.error
+
+
+def test_billion_laughs_is_one_file_error_quickly_and_in_little_memory(tmp_path: Path) -> None:
     path = tmp_path / "bomb.nl2sql.yaml"
     path.write_text(billion_laughs())
-    (entry,), seconds, peak = load_measured(path)
-    assert isinstance(entry, InvalidCase)
-    assert entry.line == 6  # the alias that passed the budget
-    assert f"aliases expand to more than {MAX_ALIAS_NODES} values" in entry.message
-    assert str(entry.error).startswith(f"{path}:6: invalid YAML")
+    contents, seconds, peak = load_measured(path)
+    error = unreadable(contents)
+    assert error.line == 6  # the alias that passed the budget
+    assert f"aliases expand to more than {MAX_ALIAS_NODES} values" in error.message
+    assert str(error).startswith(f"{path}:6: invalid YAML")
     assert seconds < SECONDS and peak < 20_000_000
 
 
 def test_recursive_alias_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "loop.yaml"
     path.write_text("database: d\ngold: SELECT 1\ntags: &t [x, *t]\n")
-    (entry,) = load_case_file(path)
-    assert isinstance(entry, InvalidCase) and entry.line == 3 and "recursive" in entry.message
+    error = unreadable(read_case_file(path))
+    assert error.line == 3 and "recursive" in error.message
 
 
 def test_ordinary_aliases_and_merge_keys_still_work(tmp_path: Path) -> None:
@@ -74,16 +80,18 @@ def test_ordinary_aliases_and_merge_keys_still_work(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("depth", "ok"), [(MAX_DEPTH - 2, True), (MAX_DEPTH + 1, False), (50_000, False)])
-def test_deep_yaml_is_one_invalid_entry(tmp_path: Path, depth: int, ok: bool) -> None:
+def test_deep_yaml_is_one_file_error(tmp_path: Path, depth: int, ok: bool) -> None:
     path = tmp_path / "deep.yaml"
     path.write_text("database: d\ngold: SELECT 1\ncompare: {}\nname:\n  " + "[" * depth + "]" * depth + "\n")
-    (entry,), seconds, _ = load_measured(path)
+    contents, seconds, _ = load_measured(path)
     assert seconds < SECONDS
     if ok:  # a value that deep is merely of the wrong type
+        (entry,) = contents.entries
         assert isinstance(entry, Case) or "nested" not in entry.message
     else:
-        assert isinstance(entry, InvalidCase) and entry.line == 5
-        assert entry.message == f"invalid YAML: nested deeper than {MAX_DEPTH} levels"
+        error = unreadable(contents)
+        assert error.line == 5
+        assert error.message == f"invalid YAML: nested deeper than {MAX_DEPTH} levels"
 
 
 def test_deep_json_line_is_one_invalid_entry_and_the_other_lines_load(tmp_path: Path) -> None:
@@ -92,7 +100,8 @@ def test_deep_json_line_is_one_invalid_entry_and_the_other_lines_load(tmp_path: 
     deep = '{"id": "deep", "gold": ' + "[" * 50_000 + "]" * 50_000 + "}"
     brackets_in_text = json.dumps({"id": "text", "database": "d", "gold": "SELECT '" + "[" * 500 + "'"})
     path.write_text("\n".join([good, deep, brackets_in_text, good.replace("1", "2")]) + "\n")
-    entries, seconds, _ = load_measured(path)
+    contents, seconds, _ = load_measured(path)
+    entries = contents.entries
     assert seconds < SECONDS
     assert [type(e).__name__ for e in entries] == ["Case", "InvalidCase", "Case", "Case"]
     assert entries[1].line == 2 and entries[1].message == f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
@@ -103,18 +112,18 @@ def test_json_nested_past_the_limit_but_within_pythons_recursion_is_refused_too(
     at_limit = {"id": "at", "database": "d", "gold": "SELECT 1", "tags": [], "x": json.loads("[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1))}
     past = '{"id": "past", "gold": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}"
     path.write_text(json.dumps(at_limit) + "\n" + past + "\n")
-    entries, _, _ = load_measured(path)
+    entries = load_measured(path)[0].entries
     assert [type(e).__name__ for e in entries][1] == "InvalidCase"
     assert entries[1].message == f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
     assert "nested" not in getattr(entries[0], "message", "")
 
 
-def test_deep_source_questions_file_is_an_invalid_entry(tmp_path: Path) -> None:
+def test_deep_source_questions_file_is_one_file_error(tmp_path: Path) -> None:
     (tmp_path / "dev.json").write_text("[" * 50_000 + "]" * 50_000)
     path = tmp_path / "dev.yaml"
     path.write_text("source: {format: spider, questions: dev.json, db_dir: db}\n")
-    (entry,) = load_case_file(path)
-    assert isinstance(entry, InvalidCase) and entry.line == 1 and "nested deeper than" in entry.message
+    error = unreadable(read_case_file(path))
+    assert error.line == 1 and "nested deeper than" in error.message
 
 
 def test_source_questions_are_checked_for_depth_one_by_one_in_the_keys_a_case_keeps(tmp_path: Path) -> None:
@@ -163,11 +172,10 @@ def test_hostile_files_are_one_error_each_and_the_run_goes_on(pytester: pytest.P
     assert time.perf_counter() - started < 60
 
 
-def test_a_case_file_over_the_byte_cap_is_one_invalid_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_case_file_over_the_byte_cap_is_one_file_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pytest_nl2sql.files as files
 
     path = tmp_path / "big.nl2sql.yaml"
     path.write_text("database: d.sqlite\ngold: SELECT 1\n")
     monkeypatch.setattr(files, "MAX_INPUT_BYTES", 10)
-    (entry,) = load_case_file(path)
-    assert isinstance(entry, InvalidCase) and "larger than the 10 bytes" in entry.message
+    assert "larger than the 10 bytes" in unreadable(read_case_file(path)).message

@@ -128,10 +128,13 @@ class CaseFileWarning:
 @dataclass(frozen=True)
 class CaseFileContents:
     """What `read_case_file` returns: the entries (cases and broken entries, in file order) and
-    the warnings about the file."""
+    the warnings about the file; or, for a file that cannot be read as a whole (not parsed, a
+    suite block that names no cases), no entries and the `error` (file and line): which of its
+    cases exist is unknown, so none is made up."""
 
     entries: list[Entry]
     warnings: list[CaseFileWarning] = field(default_factory=list)
+    error: CaseFileError | None = None
 
 
 @dataclass(frozen=True)

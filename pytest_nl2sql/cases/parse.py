@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 from yaml.composer import ComposerError
+from yaml.parser import ParserError
 
 MAX_DEPTH = 100  # nesting levels; the deepest real case (a term-selection target) has about 10
 MAX_ALIAS_NODES = 100_000  # values that aliases may stand for, per file
@@ -105,18 +106,61 @@ def yaml_documents(text: str) -> Iterator[tuple[yaml.Node, Any]]:
 
 
 def yaml_error(error: yaml.YAMLError, text: str) -> tuple[int | None, str]:
-    """(line, message) of a YAML error: the line of the offending token (PyYAML's problem mark),
-    or where the unfinished construct starts when the problem is only found at the end of the file."""
+    """(line, message) of a YAML error: the line where the problem starts.
+
+    That is the offending token's line (PyYAML's problem mark), except for a quote that is never
+    closed where it should be, whose line is where it opens: PyYAML notices such a runaway quote
+    only at the end of the file or the document (its context mark is the quote), or, when a later
+    quote closes it, at the token after that one (which no mark points back from: see
+    `_runaway_quote`). Otherwise, a problem found only at the end of the file is placed where the
+    unfinished construct starts."""
     problem_mark = getattr(error, "problem_mark", None)
     context_mark = getattr(error, "context_mark", None)
     problem = getattr(error, "problem", None) or str(error)
     context = getattr(error, "context", None)
+    if context == "while scanning a quoted scalar" and context_mark is not None and problem in _NEVER_CLOSED:
+        ends = "the file ends first" if problem == _NEVER_CLOSED[0] else f"the document ends first (`---` on line {problem_mark.line + 1})"
+        return context_mark.line + 1, f"invalid YAML: a quoted value opens on line {context_mark.line + 1} and is never closed: {ends}"
+    if isinstance(error, ParserError) and problem_mark is not None:
+        opened = _runaway_quote(text, problem_mark)
+        if opened is not None:
+            return opened + 1, (f"invalid YAML: a quoted value opens on line {opened + 1} and runs on to the quote "
+                                f"that closes it on line {problem_mark.line + 1}, where {problem}: "
+                                f"is a closing quote missing on line {opened + 1}?")
     at_end = problem_mark is None or problem_mark.index >= len(text.rstrip())
     mark = context_mark if at_end and context_mark is not None else problem_mark
     message = f"invalid YAML: {problem}"
     if context and context_mark is not None:
         message += f" ({context} that starts on line {context_mark.line + 1})"
     return (mark.line + 1 if mark is not None else None), message
+
+
+# What PyYAML's scanner finds when a quoted value runs to the end of the file or the document.
+_NEVER_CLOSED = ("found unexpected end of stream", "found unexpected document separator")
+
+
+def _runaway_quote(text: str, problem: yaml.Mark) -> int | None:
+    """The zero-based line where a runaway quote opens, when the token right before the parser's
+    problem is a quoted value that spans lines and ends on the problem's line: the text after its
+    closing quote is what the parser could not take, so that closing quote was really the opening
+    quote of a later value (`gold: "SELECT 2` ... `gold: "SELECT 3"` reads `SELECT 3"` as stray
+    text). A quoted value that spans lines legitimately ends before the problem's line."""
+    scanner = yaml.SafeLoader(text)
+    previous = None
+    try:
+        while scanner.check_token():
+            token = scanner.get_token()
+            if token.start_mark.index >= problem.index:
+                break
+            previous = token
+    except yaml.YAMLError:
+        pass
+    finally:
+        scanner.dispose()
+    if (isinstance(previous, yaml.ScalarToken) and previous.style in ('"', "'")
+            and previous.start_mark.line < previous.end_mark.line == problem.line):
+        return previous.start_mark.line
+    return None
 
 
 def load_json(text: str, *, walked: bool = True) -> Any:

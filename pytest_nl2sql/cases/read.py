@@ -70,15 +70,21 @@ EMPTY_SOURCE = "no cases: the source's questions file holds no questions"
 def load_case_file(
     path: Path, *, db_dir: Path | None = None, dsn: str | None = None, confine: Path | None = None
 ) -> list[Entry]:
-    """The entries of a `.yaml`/`.yml`/`.jsonl` case file (see `read_case_file`), without warnings."""
-    return read_case_file(path, db_dir=db_dir, dsn=dsn, confine=confine).entries
+    """The entries of a `.yaml`/`.yml`/`.jsonl` case file (see `read_case_file`), without warnings.
+    Raises `CaseFileError` for a file that cannot be read as a whole."""
+    contents = read_case_file(path, db_dir=db_dir, dsn=dsn, confine=confine)
+    if contents.error is not None:
+        raise contents.error
+    return contents.entries
 
 
 def read_case_file(
     path: Path, *, db_dir: Path | None = None, dsn: str | None = None, confine: Path | None = None
 ) -> CaseFileContents:
-    """Read a `.yaml`/`.yml`/`.jsonl` case file: its entries (cases, and `InvalidCase`s for what
-    cannot be read), and warnings (a file with no cases). Never raises for a bad file.
+    """Read a `.yaml`/`.yml`/`.jsonl` case file: its entries (cases, and `InvalidCase`s for the
+    entries that cannot be read), and warnings (a file with no cases); for a file that cannot be
+    read as a whole (not read, not parsed, a suite block that names no cases), its `error` and no
+    entries. Never raises for a bad file.
 
     `db_dir` is the `--nl2sql-db-dir` fallback; with `dsn` (`--nl2sql-dsn`) every case runs there,
     so a case needs no database file of its own; with `confine` (`--nl2sql-confine`: the rootdir)
@@ -90,7 +96,7 @@ def read_case_file(
     try:
         text = read_text_capped(path)
     except (OSError, UnicodeDecodeError) as e:
-        return CaseFileContents([InvalidCase(default_id(0), path, None, 0, f"cannot read the file: {e}")])
+        return _unreadable(path, None, f"cannot read the file: {e}")
     if path.suffix == ".jsonl":
         raw = list(_jsonl_entries(text))
         if not raw:
@@ -100,7 +106,7 @@ def read_case_file(
         documents = list(yaml_documents(text))
     except yaml.YAMLError as e:
         line, message = yaml_error(e, text)
-        return CaseFileContents([InvalidCase(default_id(0), path, line, 0, message)])
+        return _unreadable(path, line, message)
     documents = [(node, data) for node, data in documents if data is not None]
     if not documents:
         return CaseFileContents([], [CaseFileWarning(path, None, NO_CASES)])
@@ -110,6 +116,10 @@ def read_case_file(
             return _load_suite(path, node, data, where)
     raw = [(node.start_mark.line + 1, data) for node, data in documents]
     return CaseFileContents(_build_all(path, raw, {}, where))
+
+
+def _unreadable(path: Path, line: int | None, message: str) -> CaseFileContents:
+    return CaseFileContents([], error=CaseFileError(path, line, message))
 
 
 def _jsonl_entries(text: str) -> Iterator[tuple[int, Any]]:
@@ -144,7 +154,7 @@ def _load_suite(path: Path, node: yaml.Node, data: Mapping[str, Any], where: _Wh
     line = node.start_mark.line + 1
 
     def broken(at: int, message: str) -> CaseFileContents:
-        return CaseFileContents([InvalidCase(default_id(0), path, at, 0, message)])
+        return _unreadable(path, at, message)
 
     if "source" in data and "cases" in data:
         return broken(line, "a suite has either `source:` or `cases:`, not both")

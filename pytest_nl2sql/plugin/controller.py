@@ -16,7 +16,7 @@ from pytest_nl2sql.gate.finish import Gate, finish_run
 from pytest_nl2sql.gate.run import CommitLookup, RunInfo, engine_label, git_commit, utc_now
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.plugin import terminal
-from pytest_nl2sql.plugin.items import CaseItem, result_of
+from pytest_nl2sql.plugin.items import CaseItem, result_of, unreadable_of
 from pytest_nl2sql.plugin.progress import ProgressDisplay
 from pytest_nl2sql.plugin.settings import Settings
 
@@ -35,6 +35,7 @@ class Controller:
         self.run: RunInfo | None = None
         self.progress: ProgressDisplay | None = None
         self.commit: CommitLookup | None = None  # started once cases are collected
+        self.unreadable: dict[str, str] = {}  # case files that could not be read: node id -> `file:line: why`
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._show_progress(session.config, sum(1 for item in session.items if isinstance(item, CaseItem)))
@@ -51,6 +52,11 @@ class Controller:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and total:
             self.progress = ProgressDisplay(reporter, total, config.get_verbosity())
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        why = unreadable_of(report)  # from an xdist worker too: the controller gets failed collect reports
+        if why is not None:
+            self.unreadable[report.nodeid] = why
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         result = result_of(report)
@@ -91,6 +97,9 @@ class Controller:
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         if self.summary is None:
+            if self.unreadable:
+                terminalreporter.section("nl2sql")
+                terminalreporter.line(unreadable_line(self.unreadable), red=True, bold=True)
             return
         if not self.results:
             self.messages.insert(0, "no nl2sql case ran")
@@ -99,8 +108,18 @@ class Controller:
             terminalreporter.line(line)
         for line in self.messages:
             terminalreporter.line(line)
+        if self.unreadable:
+            terminalreporter.line(unreadable_line(self.unreadable), red=True, bold=True)
         for line in self.failures:
             terminalreporter.line(line, red=True, bold=True)
+
+
+def unreadable_line(unreadable: dict[str, str]) -> str:
+    """The counts above leave out the cases of files that could not be read: say so, naming them."""
+    names = sorted(unreadable)
+    shown = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
+    count = f"{len(names)} case file{'s' if len(names) != 1 else ''}"
+    return f"{count} could not be read (collection errors above): none of their cases is in these counts: {shown}"
 
 
 def _full_run(session: pytest.Session) -> bool:

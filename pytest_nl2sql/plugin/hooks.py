@@ -89,6 +89,18 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    report = yield
+    nodes.mark_unreadable(collector, report)
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own, which stops a run whose collection failed
+def pytest_runtestloop(session: pytest.Session) -> None:
+    nodes.go_on_past_unreadable_files(session)
+
+
 # Before -k / -m deselection: positions in the whole collection, so that the shards of one suite
 # (merge-reports) sort as one run does.
 @pytest.hookimpl(tryfirst=True)

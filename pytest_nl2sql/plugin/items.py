@@ -11,11 +11,11 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from _pytest._code.code import ExceptionChainRepr, ReprFileLocation, ReprTraceback
+from _pytest._code.code import ExceptionChainRepr, ReprFileLocation, ReprTraceback, TerminalRepr
 
 from pytest_nl2sql.cases.read import Case, InvalidCase, read_case_file
 from pytest_nl2sql.judge.pipeline import CaseLabel, CaseOutcome, Pipeline, PreparedCase
@@ -26,6 +26,7 @@ from pytest_nl2sql.shown import safe_lines
 from pytest_nl2sql.vocab import BaselineStatus
 
 RESULT_ATTRIBUTE = "nl2sql"  # the test report attribute carrying a case's result as JSON
+UNREADABLE_ATTRIBUTE = "nl2sql_unreadable"  # a collect report's attribute: why its case file could not be read
 JUNIT_PROPERTIES = ("nl2sql_verdict", "nl2sql_hardness", "nl2sql_baseline")  # readable, for --junitxml
 
 
@@ -41,6 +42,7 @@ class RunState:
     pipeline: Pipeline
     usage_problem: str | None = None  # a misconfiguration found at collection, on an xdist worker
     prefetcher: Prefetcher | None = None  # --nl2sql-concurrency > 1
+    unreadable: list[str] = field(default_factory=list)  # node ids of the case files that failed to collect here
 
 
 STATE_KEY = pytest.StashKey[RunState]()
@@ -70,16 +72,42 @@ class CaseError(pytest.fail.Exception):  # type: ignore[misc,name-defined]
 class CaseFile(pytest.File):
     """A YAML or JSONL file of cases (or a suite naming an external data set)."""
 
+    unreadable: str | None = None  # why the file could not be read as a whole (its collection error)
+
     def collect(self) -> Iterator[pytest.Item]:
         settings = run_state(self.config).settings
         confine = self.config.rootpath if settings.confine else None
         contents = read_case_file(self.path, db_dir=settings.db_dir, dsn=settings.dsn, confine=confine)
+        if contents.error is not None:  # a collection error of the file: no item pretends to be one of its cases
+            error = contents.error
+            where = f"{self.nodeid}:{error.line}" if error.line else self.nodeid
+            self.unreadable = safe_lines(f"{where}: {error.message}")
+            raise self.CollectError(self.unreadable)
         self.case_count = len(contents.entries)  # an aligned predictions file must have as many lines
         for warning in contents.warnings:  # an empty file, `cases: []`: probably a mistake
             where = f"{self.nodeid}:{warning.line}" if warning.line else self.nodeid
             self.warn(NL2SQLWarning(f"{where}: {warning.message}"))
         for entry in contents.entries:
             yield CaseItem.from_parent(self, name=entry.id, entry=entry)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        """An unreadable file's error, with its first line as the short summary's message."""
+        if self.unreadable is not None and isinstance(excinfo.value, self.CollectError):
+            return UnreadableRepr(self.unreadable, self.nodeid)
+        return super().repr_failure(excinfo, style=style)
+
+
+class UnreadableRepr(TerminalRepr):
+    """The collection error of a case file that could not be read: where and why, and that none
+    of its cases ran (`reprcrash` gives pytest's short summary its message)."""
+
+    def __init__(self, text: str, file: str) -> None:
+        self.text = text
+        self.reprcrash = ReprFileLocation(file, 0, text.splitlines()[0] if text else "")
+
+    def toterminal(self, tw: Any) -> None:
+        tw.line(self.text, red=True)
+        tw.line("(this case file could not be read: none of its cases ran)", red=True)
 
 
 class CaseItem(pytest.Item):
@@ -182,6 +210,30 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, (self.line - 1 if self.line else None), f"nl2sql case {self.name}"
+
+
+def mark_unreadable(collector: pytest.Collector, report: pytest.CollectReport) -> None:
+    """Tag the collection error of a case file that could not be read, so that the controller
+    (through xdist too: the tag is plain text) can tell it from other collection errors."""
+    if isinstance(collector, CaseFile) and collector.unreadable is not None and report.failed:
+        setattr(report, UNREADABLE_ATTRIBUTE, collector.unreadable)
+        run_state(collector.config).unreadable.append(report.nodeid)
+
+
+def unreadable_of(report: pytest.CollectReport) -> str | None:
+    """Why a collect report's case file could not be read (`file:line: what`), else None."""
+    value = getattr(report, UNREADABLE_ATTRIBUTE, None)
+    return value if isinstance(value, str) else None
+
+
+def go_on_past_unreadable_files(session: pytest.Session) -> None:
+    """pytest runs nothing once collection failed, unless `--continue-on-collection-errors`; a case
+    file that cannot be read must not keep the other files' cases from running. When every
+    collection error is such a file, the run goes on as that option makes it (the errors stay
+    errors, and the exit status says so); any other collection error stops the run as before."""
+    count = len(run_state(session.config).unreadable)
+    if count and session.testsfailed == count:
+        session.config.option.continue_on_collection_errors = True
 
 
 def has_cases(session: pytest.Session) -> bool:

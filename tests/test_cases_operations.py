@@ -1,0 +1,102 @@
+"""Case files and databases in operation (issue 29): a file that cannot be parsed is a collection
+error naming where its problem starts, relative file URLs, DuckDB files by plain path, symlinks in
+a folder of databases under --nl2sql-confine, and `ran_on` in failure texts under --nl2sql-dsn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import make_shop, read_report, write_suite
+from pytest_nl2sql.cases.read import CaseFileError, load_case_file, read_case_file
+
+# --- a file that cannot be parsed ------------------------------------------------------------
+
+RUNAWAY = (
+    "database: shop.sqlite\n"
+    "cases:\n"
+    "  - id: a\n"
+    "    gold: SELECT 1\n"
+    "    predicted: SELECT 1\n"
+    "  - id: b\n"
+    '    gold: "SELECT 2\n'  # line 7: the quote opens and is never closed on its line ...
+    "    predicted: SELECT 2\n"
+    "  - id: c\n"
+    '    gold: "SELECT 3"\n'  # line 10: ... it closes here, at the next case's opening quote
+    "    predicted: SELECT 3\n"
+)
+
+
+def test_a_runaway_quote_points_at_the_line_where_it_opens(tmp_path: Path) -> None:
+    path = tmp_path / "bad.nl2sql.yaml"
+    path.write_text(RUNAWAY)
+    contents = read_case_file(path)
+    assert contents.entries == []  # no entry pretends to be case 0
+    error = contents.error
+    assert error is not None and error.path == path and error.line == 7, error
+    assert "opens on line 7" in error.message and "line 10" in error.message and "closing quote" in error.message
+    assert str(error).startswith(f"{path}:7: invalid YAML")
+    with pytest.raises(CaseFileError, match="bad.nl2sql.yaml:7: invalid YAML"):
+        load_case_file(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        # never closed at all: the end of the file is where PyYAML notices
+        ('database: d\ncases:\n  - id: a\n    gold: "SELECT 1\n  - id: b\n', 4, "opens on line 4 and is never closed"),
+        # in a flow mapping, closed by the next line's quote
+        ('database: d\ncases:\n  - {id: a, gold: "SELECT 1}\n  - {id: b, gold: "SELECT 2"}\n', 3, "opens on line 3"),
+        # single quotes, across a document separator of a multi-document file
+        ("database: d\ngold: 'SELECT 1\n---\ndatabase: d\ngold: SELECT 2\n", 2, "opens on line 2"),
+        # an ordinary syntax error still points at the offending token
+        ("cases:\n  - id: a\n    gold: SELECT 1\n   question: q\n", 4, "invalid YAML: expected <block end>"),
+        # a valid multi-line quoted value followed by a bad line is not mistaken for a runaway quote
+        ('database: d\ngold: "SELECT 1\n  FROM t"\n question: q\n', 4, "invalid YAML"),
+    ],
+)
+def test_where_a_file_that_cannot_be_parsed_points(tmp_path: Path, text: str, line: int, fragment: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    contents = read_case_file(path)
+    assert contents.entries == [] and contents.error is not None
+    assert (contents.error.line, fragment in contents.error.message) == (line, True), contents.error
+
+
+def test_an_unparseable_file_is_a_collection_error_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    (pytester.path / "bad.nl2sql.yaml").write_text(RUNAWAY)
+    write_suite(pytester.path, [{"id": "ok", "gold": "SELECT 1", "predicted": "SELECT 1"},
+                                {"id": "wrong", "gold": "SELECT 1", "predicted": "SELECT 2"}], database="shop.sqlite")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--nl2sql-report=json:r.json")
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*ERROR collecting bad.nl2sql.yaml*",
+        "bad.nl2sql.yaml:7: invalid YAML: a quoted value opens on line 7*",
+    ])
+    result.stdout.fnmatch_lines(["*1 case file could not be read*bad.nl2sql.yaml*"])
+    assert "case-0000" not in result.stdout.str()
+    items = read_report(pytester.path / "r.json")["items"]
+    assert sorted(i["nodeid"] for i in items) == ["shop.nl2sql.yaml::ok", "shop.nl2sql.yaml::wrong"]
+
+
+def test_a_python_collection_error_still_stops_the_run(pytester: pytest.Pytester) -> None:
+    """Only unreadable case files let the run go on; pytest's own rule holds for the rest."""
+    make_shop(pytester.path)
+    (pytester.path / "bad.nl2sql.yaml").write_text(RUNAWAY)
+    pytester.makepyfile(test_broken="import no_such_module_here\n")
+    write_suite(pytester.path, [{"id": "ok", "gold": "SELECT 1", "predicted": "SELECT 1"}], database="shop.sqlite")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*Interrupted: 2 errors during collection*"])
+
+
+def test_an_unparseable_file_under_xdist(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    (pytester.path / "bad.nl2sql.yaml").write_text(RUNAWAY)
+    write_suite(pytester.path, [{"id": "ok", "gold": "SELECT 1", "predicted": "SELECT 1"}], database="shop.sqlite")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*1 case file could not be read*bad.nl2sql.yaml*"])
