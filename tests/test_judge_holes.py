@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,8 @@ import pytest
 import yaml
 
 from pytest_nl2sql.engines.base import QueryResult
+from pytest_nl2sql.judge.compare import compare_results
+from pytest_nl2sql.judge.equality import normalise_value, result_fingerprint
 from pytest_nl2sql.judge.execute import GoldOutcome, Judgement
 from pytest_nl2sql.judge.on_neighbours import JudgingRules, unseen_by_gold
 from pytest_nl2sql.vocab import Verdict
@@ -175,3 +179,89 @@ def test_a_row_more_than_the_gold_fails_once_a_neighbour_repeats_a_name(tmp_path
     assert items["distinct"]["verdict"] == "pass" and items["distinct"]["neighbours"]["failed"] == 0
     assert "repeated rows" in items["distinct"]["neighbours"]["counterexample"]["breaks"]  # the gold's repeats, excused
     assert items["rewrite"]["verdict"] == "pass" and items["rewrite"]["neighbours"]["fragile"] == 0
+
+
+# ----------------------------------------------------------------------------- 2. big integers against doubles
+
+BIG = [(10**15 + 1, 1000000000000001.0, "x"), (2**60, 2.0**60, "y"), (10**15, 1e15, "z"), (3, 3.0, "w")]
+
+
+@pytest.mark.parametrize(("whole", "double"), [(i, r) for i, r, _ in BIG] + [(Decimal(10**15 + 1), 1000000000000001.0)])
+@pytest.mark.parametrize("order", ["same", "swapped"])
+@pytest.mark.parametrize("gold_holds", ["int", "double"])
+def test_an_integer_against_a_double_compares_alike_in_any_column_order(whole: Any, double: float, order: str,
+                                                                       gold_holds: str) -> None:
+    """The rules' answer (`normalise_value`: floats to 15 digits, integers exact) whichever side
+    holds which and whatever the column order; Python's `==` (2**60 == 2.0**60) must not decide it."""
+    expected = normalise_value(whole) == normalise_value(double)
+    gold_value, pred_value = (whole, double) if gold_holds == "int" else (double, whole)
+    gold = [(gold_value, "x"), (1, "y")]
+    pred = [(pred_value, "x"), (1, "y")] if order == "same" else [("x", pred_value), ("y", 1)]
+    for ordered in (False, True):
+        assert compare_results(gold, pred, ordered).match is expected
+    assert compare_results([(gold_value,)], [(pred_value,)]).match is expected
+    assert (result_fingerprint(gold, False) == result_fingerprint(pred, False)) is expected
+
+
+def _big_sqlite(folder: Path) -> Any:
+    from pytest_nl2sql.engines.sqlite import SqliteEngine
+
+    path = folder / "big.sqlite"
+    with sqlite3.connect(path) as conn:  # REAL and INTEGER affinities: SQLite converts values to them
+        conn.execute("CREATE TABLE big (i INTEGER, r REAL, s TEXT)")
+        conn.executemany("INSERT INTO big VALUES (?, ?, ?)", BIG)
+    conn.close()
+    return SqliteEngine(path)
+
+
+def _big_duckdb(folder: Path) -> Any:
+    duckdb = pytest.importorskip("duckdb")
+    from pytest_nl2sql.engines.duckdb import DuckdbEngine
+
+    path = folder / "big.duckdb"
+    conn = duckdb.connect(str(path))
+    conn.execute("CREATE TABLE big (i HUGEINT, r DOUBLE, s VARCHAR)")
+    conn.executemany("INSERT INTO big VALUES (?, ?, ?)", BIG)
+    conn.close()
+    return DuckdbEngine(path)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "duckdb", "postgres"])
+def big_engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    folder = tmp_path_factory.mktemp("big")
+    if request.param == "postgres":
+        from pytest_nl2sql.engines import open_engine
+        from servers import postgres_schema
+
+        rows = ", ".join(f"({i}, {r!r}, '{s}')" for i, r, s in BIG)
+        with postgres_schema("nl2sql_big", f"CREATE TABLE big (i NUMERIC, r DOUBLE PRECISION, s TEXT); INSERT INTO big VALUES {rows}") as scratch:
+            engine = open_engine(scratch.url)
+            yield engine
+            engine.close()
+        return
+    engine = _big_sqlite(folder) if request.param == "sqlite" else _big_duckdb(folder)
+    yield engine
+    engine.close()
+
+
+@pytest.mark.parametrize("row", range(len(BIG)))
+def test_in_the_engine_and_in_memory_an_integer_against_a_double_is_judged_alike(big_engine: Any, row: int) -> None:
+    from pytest_nl2sql.engines.base import Limits
+    from pytest_nl2sql.judge.compare import CompareOptions
+    from pytest_nl2sql.judge.execute import judge, run_gold
+    from pytest_nl2sql.judge.in_engine import judge_in_engine
+    from pytest_nl2sql.judge.large import judge_large
+
+    whole, double, name = BIG[row]
+    expected = Verdict.PASS if normalise_value(whole) == normalise_value(double) else Verdict.MISMATCH
+    where = f" FROM big WHERE s = '{name}'"
+    pairs = [("i, s", "r, s"), ("i, s", "s, r"), ("r, s", "i, s"), ("r, s", "s, i"), ("s, r", "i, s"), ("i", "r"), ("r", "i")]
+    limits = Limits(timeout=30.0)
+    for gold_columns, pred_columns in pairs:
+        gold, pred = f"SELECT {gold_columns}{where}", f"SELECT {pred_columns}{where}"
+        inside = judge_in_engine(pred, gold, big_engine, limits, order_matters=False, options=CompareOptions())
+        assert inside is not None and inside.verdict is expected, (gold, pred)
+        streamed = judge_large(pred, gold, big_engine, limits, order_matters=False, options=CompareOptions(), in_engine=False)
+        assert streamed.verdict is expected, (gold, pred)
+        in_memory = judge(pred, run_gold((gold,), big_engine, limits), big_engine, limits)
+        assert in_memory.verdict is expected, (gold, pred)

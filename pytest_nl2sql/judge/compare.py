@@ -305,14 +305,24 @@ def compare_results(
 
 
 def _identical(gold: list[tuple], pred: list[tuple], order_matters: bool) -> bool:
+    """Equal under Python's `==`, which the rules agree with except for a float of 1e15 or more
+    against an integer or decimal (`2**60 == 2.0**60`, but floats count to 15 digits): a result
+    holding such a float is left to the full comparison, so that column order cannot change the
+    verdict."""
     if len(gold) != len(pred):
         return False
     if order_matters or gold == pred:
-        return gold == pred
-    try:
-        return Counter(gold) == Counter(pred)
-    except TypeError:  # an unhashable value: let the full comparison decide
-        return False
+        same = gold == pred
+    else:
+        try:
+            same = Counter(gold) == Counter(pred)
+        except TypeError:  # an unhashable value: let the full comparison decide
+            return False
+    return same and not (_holds_big_float(gold) or _holds_big_float(pred))
+
+
+def _holds_big_float(rows: list[tuple]) -> bool:
+    return any(type(v) is float and not -1e15 < v < 1e15 for row in rows for v in row)
 
 
 def _mismatch(reason: Reason, detail: str, **fields: Any) -> Comparison:

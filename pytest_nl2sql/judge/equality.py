@@ -6,7 +6,9 @@ each case's predicted result so that a reviewer (and `compare_with_baseline`) ca
 known failure still fails *the same way*. Both read values through `normalise_value`, so two
 results the comparison calls equal always hash alike, and two it tells apart hash apart: column
 order never matters, row order matters only for ordered results, 1, 1.0, True and "1" are the same
-value, floats agree to 15 significant digits, bytes are never text, and
+value, floats agree to 15 significant digits (an integer equals a float only when the float, to 15
+digits, is that integer: `10**15` and `1e15`, not `2**60` and `2.0**60`, which Python's `==` calls
+equal; `compare.py` and `in_engine.py` follow this, not `==`), bytes are never text, and
 timezone-aware timestamps are instants (`10:00+02:00` is `08:00+00:00`: both are written in UTC).
 """
 

@@ -28,7 +28,8 @@ How:
    (HUGEINT, DECIMAL(38, s), numeric, DECIMAL(65, s)), floats as DOUBLE, integers against floats
    as doubles below 1e15 only (exact there, and a double equal to an integer normalises to it); on
    SQLite, where 2**60 equals 2.0**60 (which the rules' 15 digits tell apart), reals of 1e15 or
-   more in groups of their own; other columns whose kinds differ on the two sides never grouped
+   more in groups of their own, and values unioned without their column's affinity (a REAL or
+   NUMERIC gold column would convert the prediction's integers); other columns whose kinds differ on the two sides never grouped
    across sides at all. A column of a type the engine compares by other rules (PostgreSQL citext
    or char(n), JSON, lists, ...), or whose values reach Python by rules the engine cannot follow
    (MariaDB FLOAT and fixed-decimal doubles, see `_Mariadb`), sends the case to the streamed path.
@@ -227,8 +228,10 @@ class _Sqlite(_Dialect):
 
     def slot(self, gold_kind: str, pred_kind: str, gold_type: str, pred_type: str) -> _Slot:
         # SQLite groups 3 with 3.0 (equal under the rules too), but also 2**60 with 2.0**60,
-        # which normalise apart (floats to 15 digits): reals of 1e15 or more go in groups apart
-        return _Slot("{0}", "{0}", " COLLATE BINARY", " COLLATE BINARY",
+        # which normalise apart (floats to 15 digits): reals of 1e15 or more go in groups apart.
+        # The unary + takes the column's affinity away: a UNION ALL column takes the gold's
+        # (REAL, NUMERIC, TEXT), which would turn the prediction's 2**60 into 2.0**60 before grouping
+        return _Slot("+{0}", "+{0}", " COLLATE BINARY", " COLLATE BINARY",
                      flag="(typeof({v}) = 'real' AND abs({v}) >= 1e15)")
 
     def partition_expr(self, value: str, kind: str, parts: int) -> str:
