@@ -177,3 +177,37 @@ def test_a_figure_or_a_report_that_fails_costs_no_other_report(tmp_path: Path, m
     assert any("figures could not be computed (ZeroDivisionError" in f for f in finished.failures)
     summary = strict_json(tmp_path / "r.json")["summary"]
     assert (summary["total"], summary["passed"], summary["accuracy"]) == (2, 1, 0.5)
+
+
+# --- predictor errors are never excused by the baseline ----------------------------------------------
+
+PREDICTED = {"a": "SELECT count(*) FROM item", "b": "SELECT name FROM item WHERE 0", "c": "SELECT max(price) FROM item"}
+
+
+def test_a_predictor_error_on_a_known_failure_fails_the_run(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    write_suite(pytester.path, [{**c, "predicted": PREDICTED[c["id"]]} for c in SHOP_CASES], database="shop.sqlite")
+    pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline").assert_outcomes(passed=2, xfailed=1)
+    pytester.makeconftest("""
+def pytest_nl2sql_predict(case):
+    if case.id == "b":
+        raise RuntimeError("model down")
+    return None
+""")
+    result = pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-report=json:r.json", "--nl2sql-retries=0")
+    result.assert_outcomes(passed=2, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    item = {i["id"]: i for i in strict_json(pytester.path / "r.json")["items"]}["b"]
+    assert item["verdict"] == "predictor_error" and item["baseline"] is None
+    result.stdout.fnmatch_lines(["*1 case could not be predicted (predictor_error*never excused by the baseline*",
+                                 "  shop.nl2sql.yaml::b"])
+
+
+def test_merged_shards_do_not_excuse_a_predictor_error_either(tmp_path: Path) -> None:
+    from pytest_nl2sql.gate.finish import Gate, finish_run
+
+    known = Baseline(str(tmp_path / "base.json"), {("s.nl2sql.yaml", "q0"): BaselineEntry("mismatch", False)})
+    shard_item = _result("q0", "predictor_error", baseline="known_failure")  # as a shard classified it
+    finished = finish_run([shard_item], _run_info(), Gate(rootdir=tmp_path, baseline=known))
+    assert finished.report["items"][0]["baseline"] is None
+    assert finished.summary["baseline"]["unpredicted"] == ["s.nl2sql.yaml::q0"]

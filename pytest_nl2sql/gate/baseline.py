@@ -109,11 +109,14 @@ def classify(entry: BaselineEntry | None, passed_now: bool, *, unpredicted: bool
 
     A baseline entry recorded as `gold_error` had no verdict to compare with, so the case counts
     as new. Do not classify a case that is a `gold_error` now: it is an error either way.
-    `unpredicted`: the case is a `predictor_error` now (the model could not be asked): a case that
-    passed before is then no regression (None: not compared; it still fails, as it failed).
+    `unpredicted`: the case is a `predictor_error` now (the model could not be asked): it is not
+    compared (None), neither a regression of a case that passed before nor a known failure of one
+    that failed: a predictor error is never excused by the baseline, and fails the run.
     """
     if entry is None or entry.is_error:
         return BaselineStatus.NEW
+    if unpredicted:
+        return None
     if entry.passed:
         return None if passed_now or unpredicted else BaselineStatus.REGRESSION
     return BaselineStatus.FIXED if passed_now else BaselineStatus.KNOWN_FAILURE
@@ -356,7 +359,7 @@ class BaselineComparison:
         if self.unpredicted:
             lines.append(f"{_plural(len(self.unpredicted), 'case')} could not be predicted (predictor_error: the predictor "
                          "raised, transient errors retried): not wrong answers, so neither regressions nor known "
-                         "failures here; they fail the run until they are answered:")
+                         "failures here, and never excused by the baseline: they fail the run until they are answered:")
             lines += [f"  {label}" for label in self.unpredicted]
         lines += _listed("regression", "regressions", self.regressions)
         lines += _listed("fixed case", "fixed cases", self.fixed)

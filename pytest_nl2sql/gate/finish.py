@@ -125,8 +125,10 @@ def _counts_only(results: Sequence[CaseResult]) -> dict[str, Any]:
 
 
 def _unpredicted_is_no_regression(result: CaseResult) -> CaseResult:
-    """A case the model could not answer is not a regression (merged shards are classified here)."""
-    if result.verdict is Verdict.PREDICTOR_ERROR and result.baseline == BaselineStatus.REGRESSION.value:
+    """A case the model could not answer is neither a regression nor an excused known failure
+    (merged shards are classified here): it fails the run, as `predictor_error` always does."""
+    excused = (BaselineStatus.REGRESSION.value, BaselineStatus.KNOWN_FAILURE.value)
+    if result.verdict is Verdict.PREDICTOR_ERROR and result.baseline in excused:
         return result.replace(baseline=None)
     return result
 
