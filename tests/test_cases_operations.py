@@ -100,3 +100,102 @@ def test_an_unparseable_file_under_xdist(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*1 case file could not be read*bad.nl2sql.yaml*"])
+
+
+# --- where file URLs point, and which engine opens a plain path ----------------------------
+
+
+def make_duckdb(path: Path) -> Path:
+    """A DuckDB file holding the shop's item table (five rows)."""
+    import duckdb
+
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, price DOUBLE)")
+    con.execute("INSERT INTO item VALUES (1, 'pen', 1.5), (2, 'ink', 3.0), (3, 'pad', 2.0), (4, 'cap', 0.5), (5, 'mug', 7.0)")
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("scheme", ["duckdb", "sqlite", "sqlite+pysqlite"])
+def test_a_relative_file_url_is_relative_to_the_case_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str) -> None:
+    from pytest_nl2sql.engines.url import parse_database
+
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    monkeypatch.chdir(tmp_path)  # the working directory is not the case file's folder
+    (suites / "s.yaml").write_text(f"database: {scheme}:///data/w.db?mode=ro\ngold: SELECT 1\n")
+    (case,) = load_case_file(suites / "s.yaml")
+    assert case.database == f"{scheme}:///data/w.db?mode=ro"  # as written: the by_database key
+    assert parse_database(case.database_target).path == suites / "data" / "w.db"
+    assert case.database_target.endswith("?mode=ro")
+    # an absolute URL stays as it is; so does a URL given without a case file (--nl2sql-dsn)
+    (suites / "a.yaml").write_text(f"database: {scheme}:///{tmp_path}/w.db\ngold: SELECT 1\n")
+    assert parse_database(load_case_file(suites / "a.yaml")[0].database_target).path == tmp_path / "w.db"
+    assert parse_database(f"{scheme}:///w.db").path == tmp_path / "w.db"
+
+
+def test_a_relative_file_url_with_odd_characters_round_trips(tmp_path: Path) -> None:
+    from pytest_nl2sql.engines.url import parse_database
+
+    (tmp_path / "s.yaml").write_text("database: 'duckdb:///my%20data/w%23x.duckdb'\ngold: SELECT 1\n")
+    (case,) = load_case_file(tmp_path / "s.yaml")
+    assert parse_database(case.database_target).path == tmp_path / "my data" / "w#x.duckdb"
+
+
+def test_a_suite_run_from_the_parent_folder_finds_its_duckdb_url(pytester: pytest.Pytester) -> None:
+    suites = pytester.path / "modelrepo" / "suites"
+    suites.mkdir(parents=True)
+    make_duckdb(suites / "warehouse.duckdb")
+    write_suite(suites, [{"id": "n", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) FROM item"}],
+                database="duckdb:///warehouse.duckdb")
+    result = pytester.runpytest("modelrepo/suites", "-p", "no:cacheprovider", "--nl2sql-neighbours=0",
+                                "--nl2sql-report=json:r.json")
+    result.assert_outcomes(passed=1)
+    (item,) = read_report(pytester.path / "r.json")["items"]
+    assert (item["verdict"], item["database"]) == ("pass", "duckdb:///warehouse.duckdb")
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("warehouse.duckdb", "duckdb"), ("warehouse.ddb", "duckdb"), ("warehouse.db", "duckdb"), ("warehouse.sqlite", "duckdb"),
+])
+def test_a_plain_path_to_a_duckdb_file_opens_with_duckdb(tmp_path: Path, name: str, kind: str) -> None:
+    """By the file's magic bytes ("DUCK" at offset 8), whatever its name."""
+    from pytest_nl2sql.engines import Limits, open_engine
+    from pytest_nl2sql.engines.url import dialect_of, parse_database
+
+    path = make_duckdb(tmp_path / name)
+    assert path.read_bytes()[8:12] == b"DUCK"
+    assert parse_database(name, tmp_path).kind.value == kind
+    assert dialect_of(str(path)) == kind
+    engine = open_engine(name, base_dir=tmp_path)
+    try:
+        assert list(engine.execute("SELECT count(*) FROM item", Limits()).rows) == [(5,)]
+    finally:
+        engine.close()
+
+
+def test_which_engine_opens_a_plain_path(tmp_path: Path) -> None:
+    """SQLite's header wins over the name; a file not there yet (or empty) goes by its extension."""
+    from pytest_nl2sql.engines.url import EngineKind, parse_database
+
+    make_shop(tmp_path, "looks.duckdb")  # a SQLite file named like a DuckDB one
+    assert parse_database("looks.duckdb", tmp_path).kind is EngineKind.SQLITE
+    (tmp_path / "empty.duckdb").write_bytes(b"")
+    assert parse_database("empty.duckdb", tmp_path).kind is EngineKind.DUCKDB
+    assert parse_database("absent.DDB", tmp_path).kind is EngineKind.DUCKDB
+    assert parse_database("absent.sqlite", tmp_path).kind is EngineKind.SQLITE
+    assert parse_database("absent", tmp_path).kind is EngineKind.SQLITE
+    (tmp_path / "text.db").write_text("not a database at all")
+    assert parse_database("text.db", tmp_path).kind is EngineKind.SQLITE  # SQLite says what is wrong with it
+
+
+def test_a_case_naming_a_duckdb_file_by_plain_path_runs(pytester: pytest.Pytester) -> None:
+    make_duckdb(pytester.path / "warehouse.duckdb")
+    write_suite(pytester.path, [
+        {"id": "ok", "gold": "SELECT name FROM item WHERE price > 2", "predicted": "SELECT name FROM item WHERE price > 2.0"},
+        {"id": "wrong", "gold": "SELECT count(*) FROM item", "predicted": "SELECT 4"},
+    ], database="warehouse.duckdb")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--nl2sql-neighbours=0", "--nl2sql-report=json:r.json")
+    result.assert_outcomes(passed=1, failed=1)
+    verdicts = {i["id"]: i["verdict"] for i in read_report(pytester.path / "r.json")["items"]}
+    assert verdicts == {"ok": "pass", "wrong": "mismatch"}

@@ -48,10 +48,11 @@ from pytest_nl2sql.cases.model import (
     Entry,
     InvalidCase,
     default_id,
+    quarantine_of,
 )
 from pytest_nl2sql.cases.parse import load_json, yaml_documents, yaml_error
 from pytest_nl2sql.cases.sources import read_gold_file, source_entries
-from pytest_nl2sql.engines.url import looks_like_url, redact
+from pytest_nl2sql.engines.url import absolute_file_url, looks_like_url, redact
 from pytest_nl2sql.files import read_text_capped
 from pytest_nl2sql.judge.compare import CompareOptions
 from pytest_nl2sql.metrics import soft, termselection
@@ -359,6 +360,7 @@ def _case_from_mapping(
             database=_opt_str(merged.get("database") or merged.get("db_id")), predicted=merged.get("predicted"),
             tags=tags, compare=compare, conversation=tuple(conversation), hint=_opt_str(merged.get("hint")),
             name=_opt_str(merged.get("name")), hardness=_opt_str(hardness),
+            quarantine=quarantine_of(merged.get("quarantine"), _opt_str(merged.get("database") or merged.get("db_id"))),
         )
 
     gold = _as_str_list(merged.get("gold"), "gold")
@@ -409,6 +411,7 @@ def _case_from_mapping(
         dialect=_opt_str(merged.get("dialect")), order=order, tags=tags, hardness=_opt_str(hardness),
         compare=compare, hint=_opt_str(merged.get("hint")), name=_opt_str(merged.get("name")),
         tables_json=merged.get("tables_json"), neighbours=neighbours,
+        quarantine=quarantine_of(merged.get("quarantine"), database),
     )
 
 
@@ -496,7 +499,7 @@ def _database_of(data: Mapping[str, Any], base: Path, where: _Where) -> tuple[st
     if database is not None:
         written = str(database)
         if looks_like_url(written):  # what reports show (every one of them) holds no password; the target does
-            return redact(written), written, False
+            return redact(written), absolute_file_url(written, base), False  # `duckdb:///rel` is relative to the case file
         return written, str((base / written).resolve()), False
     if db_id is None:
         return None, None, False

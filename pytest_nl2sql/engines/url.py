@@ -2,8 +2,13 @@
 
 A plain path is relative to the case file's directory (`base_dir`). A URL is read as its driver
 reads it (SQLAlchemy conventions): `sqlite:///rel.db` is relative to the current directory,
-`sqlite:////abs.db` is absolute. The spec's `key` names the database uniquely, so that two cases
-naming one database in different spellings share one cached connection.
+`sqlite:////abs.db` is absolute; but a case file's own file URL (`duckdb:///rel.duckdb`) is made
+absolute against the case file's folder first (`absolute_file_url`), as its plain paths are, so
+that a suite finds its database whatever folder pytest is started from. A plain path is a SQLite
+or a DuckDB file, told apart by the file's header (SQLite's `SQLite format 3\0`, DuckDB's `DUCK`
+at offset 8), else by its extension (`.duckdb`, `.ddb`). The spec's `key` names the database
+uniquely, so that two cases naming one database in different spellings share one cached
+connection.
 
 A URL whose scheme is none of our own engines' (Snowflake, BigQuery, Trino, SQL Server, ...) goes
 to the SQLAlchemy engine. It is checked here, when the spec is made, that SQLAlchemy knows the
@@ -17,7 +22,7 @@ import enum
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlsplit
 
 from pytest_nl2sql.engines.base import DatabaseMissing
 
@@ -174,12 +179,13 @@ def looks_like_url(database: str) -> bool:
 
 
 def dialect_of(database: str) -> str:
-    """The sqlglot dialect of a database spec, read off its URL scheme (a plain path is SQLite).
+    """The sqlglot dialect of a database spec, read off its URL scheme (a plain path: the kind of
+    file it is, see `file_kind`).
 
     A scheme of none of our engines is a SQLAlchemy dialect: its own name when known, else the
     name of the dialect SQLAlchemy loads for it (an alias registered by the user)."""
     if not looks_like_url(database):
-        return EngineKind.SQLITE.value
+        return file_kind(Path(database)).value if database.strip() else EngineKind.SQLITE.value
     scheme = database.partition("://")[0].partition("+")[0].lower()
     if scheme in _SCHEMES:
         return _SCHEMES[scheme].value
@@ -197,7 +203,8 @@ def parse_database(database: str, base_dir: Path | None = None) -> DatabaseSpec:
     if not text.strip():
         raise DatabaseMissing("the case names no database (empty `database`)")
     if not looks_like_url(text):
-        return DatabaseSpec(EngineKind.SQLITE, path=_resolve(Path(text), base_dir))
+        path = _resolve(Path(text), base_dir)
+        return DatabaseSpec(file_kind(path), path=path)
 
     parts = urlsplit(text)
     scheme, _, _driver = parts.scheme.lower().partition("+")
@@ -278,6 +285,46 @@ def _resolve(path: Path, base_dir: Path | None) -> Path:
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     return Path(os.path.abspath(path))  # no symlink resolution: messages show what the user wrote
+
+
+DUCKDB_SUFFIXES = (".duckdb", ".ddb")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_DUCKDB_MAGIC = b"DUCK"  # at offset 8, after a checksum
+
+
+def file_kind(path: Path) -> EngineKind:
+    """Which engine opens a database file named by a plain path: its header says (SQLite's
+    `SQLite format 3\\0`, DuckDB's `DUCK` at offset 8); a file without either (not there yet,
+    empty, not a database) goes by its extension, `.duckdb` and `.ddb` being DuckDB's, so that the
+    error names what was expected."""
+    header = b""
+    try:
+        if path.is_file():  # a regular file only: opening a FIFO named by a case would block
+            with open(path, "rb") as handle:
+                header = handle.read(16)
+    except OSError:  # unreadable: the engine reports it
+        pass
+    if header.startswith(_SQLITE_MAGIC):
+        return EngineKind.SQLITE
+    if header[8:12] == _DUCKDB_MAGIC:
+        return EngineKind.DUCKDB
+    return EngineKind.DUCKDB if path.suffix.lower() in DUCKDB_SUFFIXES else EngineKind.SQLITE
+
+
+def absolute_file_url(url: str, base_dir: Path) -> str:
+    """A `sqlite:///`/`duckdb:///` URL whose relative path is made relative to `base_dir` (the case
+    file's folder), as an absolute URL; any other URL as it is."""
+    scheme, sep, rest = url.partition("://")
+    if _SCHEMES.get(scheme.lower().partition("+")[0]) not in (EngineKind.SQLITE, EngineKind.DUCKDB):
+        return url
+    path, mark, query = rest.partition("?")
+    if not path.startswith("/") or path.startswith("//"):
+        return url  # absolute (`sqlite:////abs.db`), or a host the parser refuses itself
+    raw = unquote(path[1:])
+    if raw in _IN_MEMORY or Path(raw).is_absolute():
+        return url
+    absolute = _resolve(Path(raw), base_dir)
+    return f"{scheme}{sep}/{quote(absolute.as_posix(), safe='/')}{mark}{query}"
 
 
 def _file_url_path(kind: EngineKind, url: str) -> Path:
