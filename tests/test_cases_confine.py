@@ -106,7 +106,8 @@ def test_without_confine_nothing_is_refused(layout: tuple[Path, Path]) -> None:
 
 def test_confine_holds_through_folders_of_databases_and_predictions_folders(pytester) -> None:  # type: ignore[no-untyped-def]
     """A symlink inside a folder of databases, or inside a predictions folder, that points out of
-    the tree is not followed under --nl2sql-confine: nothing outside the rootdir is read."""
+    the tree is not followed under --nl2sql-confine: nothing outside the rootdir is read (the case
+    of the folder is a gold_error naming the link; the result file is a pred_error)."""
     import shutil
 
     from helpers import make_shop, read_report, write_suite
@@ -128,7 +129,8 @@ def test_confine_holds_through_folders_of_databases_and_predictions_folders(pyte
     try:
         pytester.runpytest("--nl2sql-confine", "--nl2sql-predictions=preds", "--nl2sql-report=json:r.json")
         items = {i["id"]: i for i in read_report(pytester.path / "r.json")["items"]}
-        assert items["f"]["verdict"] == "pass" and items["f"]["neighbours"] is None  # the outside file was not judged on
+        assert items["f"]["verdict"] == "gold_error" and items["f"]["neighbours"] is None  # the outside file was not judged on
+        assert "other.sqlite is a symlink to" in items["f"]["reason"]
         assert items["r"]["verdict"] == "pred_error" and "--nl2sql-confine" in items["r"]["reason"]
         assert "the secret" not in (pytester.path / "r.json").read_text()
         pytester.runpytest("--nl2sql-predictions=preds", "--nl2sql-report=json:open.json")  # without the option: followed

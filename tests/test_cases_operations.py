@@ -199,3 +199,85 @@ def test_a_case_naming_a_duckdb_file_by_plain_path_runs(pytester: pytest.Pyteste
     result.assert_outcomes(passed=1, failed=1)
     verdicts = {i["id"]: i["verdict"] for i in read_report(pytester.path / "r.json")["items"]}
     assert verdicts == {"ok": "pass", "wrong": "mismatch"}
+
+
+# --- a symlink out of the tree inside a folder of databases, under --nl2sql-confine ---------
+
+
+@pytest.fixture
+def linked_folder(tmp_path: Path) -> tuple[Path, Path]:
+    """(root, outside): `root/db/shop/` holds shop.sqlite and other.sqlite, a symlink to a file
+    outside the root."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    folder = root / "db" / "shop"
+    folder.mkdir(parents=True)
+    outside.mkdir()
+    make_shop(folder)
+    make_shop(outside, "secret.sqlite")
+    (folder / "other.sqlite").symlink_to(outside / "secret.sqlite")
+    return root, outside
+
+
+def test_a_symlink_out_of_the_tree_in_a_folder_of_databases_is_refused_naming_it(linked_folder: tuple[Path, Path]) -> None:
+    from pytest_nl2sql.cases.read import InvalidCase
+
+    root, outside = linked_folder
+    path = root / "s.nl2sql.yaml"
+    path.write_text("database: db/shop\ngold: SELECT 1\n")
+    (entry,) = load_case_file(path, confine=root)
+    assert isinstance(entry, InvalidCase) and entry.line == 1, entry
+    assert f"db/shop/other.sqlite is a symlink to {outside / 'secret.sqlite'}" in entry.message
+    assert "(--nl2sql-confine)" in entry.message
+    (fine,) = load_case_file(path)  # without the option nothing is refused
+    assert not isinstance(fine, InvalidCase)
+
+
+def test_a_symlink_inside_the_tree_in_a_folder_of_databases_is_allowed(linked_folder: tuple[Path, Path]) -> None:
+    from pytest_nl2sql.cases.read import Case
+
+    root, _ = linked_folder
+    (root / "db" / "shop" / "other.sqlite").unlink()
+    make_shop(root, "kept.sqlite")
+    (root / "db" / "shop" / "other.sqlite").symlink_to(root / "kept.sqlite")
+    path = root / "s.nl2sql.yaml"
+    path.write_text("database: db/shop\ngold: SELECT 1\n")
+    (entry,) = load_case_file(path, confine=root)
+    assert isinstance(entry, Case), entry
+
+
+def test_a_symlinked_database_file_is_named_when_refused(linked_folder: tuple[Path, Path]) -> None:
+    """The message names the link the case file named, and where it leads."""
+    root, outside = linked_folder
+    (root / "suites").mkdir()
+    (root / "linked" / "shop").mkdir(parents=True)
+    (root / "linked" / "shop" / "shop.sqlite").symlink_to(outside / "secret.sqlite")
+    secret = outside / "secret.sqlite"
+    for case, link in (("database: ../db/shop/other.sqlite\n", root / "db" / "shop" / "other.sqlite"),
+                       ("db_id: shop\ndb_dir: ../linked\n", root / "linked" / "shop" / "shop.sqlite")):
+        path = root / "suites" / "s.nl2sql.yaml"
+        path.write_text(case + "gold: SELECT 1\n")
+        (entry,) = load_case_file(path, confine=root)
+        assert f"{link} is a symlink to {secret}" in entry.message, entry
+
+
+def test_under_confine_the_case_with_the_symlinked_database_is_a_gold_error(pytester: pytest.Pytester) -> None:
+    root = pytester.path
+    folder = root / "db" / "shop"
+    folder.mkdir(parents=True)
+    make_shop(folder)
+    outside = root.parent / f"{root.name}-outside"
+    outside.mkdir()
+    try:
+        make_shop(outside, "secret.sqlite")
+        (folder / "other.sqlite").symlink_to(outside / "secret.sqlite")
+        write_suite(root, [{"id": "f", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) FROM item"}],
+                    database="db/shop")
+        result = pytester.runpytest("-p", "no:cacheprovider", "--nl2sql-confine", "--nl2sql-report=json:r.json")
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines(["*db/shop/other.sqlite is a symlink to *secret.sqlite*"])
+        (item,) = read_report(root / "r.json")["items"]
+        assert item["verdict"] == "gold_error" and "other.sqlite" in item["reason"]
+    finally:
+        import shutil
+
+        shutil.rmtree(outside, ignore_errors=True)

@@ -2,7 +2,10 @@
 
 Under the option, a case file cannot make the run open a database or read a file elsewhere on the
 machine (`database: /home/someone/secret.sqlite`, `gold_result: ../../etc/passwd`): paths are
-resolved (symlinks followed, `..` removed) and must lie under the root. Server URLs
+resolved (symlinks followed, `..` removed) and must lie under the root; a refusal names the
+symlink that leads out. A `database:` that names a folder of databases (the official test-suite
+layout) is refused when any file in it leads out of the tree: the case would otherwise run on part
+of its folder, or on another file as its own, without a word. Server URLs
 (`postgresql://`, `mysql://`, any URL that names no file) are not paths and are allowed. Databases
 found through `db_id` under the `--nl2sql-db-dir` given on the command line are allowed too: the
 user, not the case file, named that directory.
@@ -52,10 +55,11 @@ class Confinement:
         real = self.outside(path, trusted=trusted)
         if real is None:
             return None
-        return f"{what} lies outside the rootdir {self.root} (--nl2sql-confine): {real}"
+        return f"{what} lies outside the rootdir {self.root} (--nl2sql-confine): {_leads_to(path, real)}"
 
-    def database_problem(self, label: str, target: str, *, trusted: bool = False) -> str | None:
-        """As `problem`, for a case's database: a file path, or a URL that names a file
+    def database_problem(self, label: str, target: str, *, trusted: bool = False, named: str | None = None) -> str | None:
+        """As `problem`, for a case's database: a file path (`named`: as the case file named it,
+        before symlinks are resolved), a folder of databases, or a URL that names a file
         (`sqlite:///…`, `duckdb:///…`); server URLs are allowed."""
         if self.root is None:
             return None
@@ -67,4 +71,29 @@ class Confinement:
             if spec.path is None:
                 return None
             return self.problem(f"database {label!r}", spec.path, trusted=trusted)
-        return self.problem(f"database {label!r}", target, trusted=trusted)
+        path = named or target
+        return self.problem(f"database {label!r}", path, trusted=trusted) or self._folder_problem(label, Path(path), trusted)
+
+    def _folder_problem(self, label: str, folder: Path, trusted: bool) -> str | None:
+        """A folder of databases holding a file that leads out of the tree (a symlink, or under one)."""
+        try:
+            if not folder.is_dir():
+                return None
+            entries = sorted(folder.iterdir())
+        except OSError:  # unreadable: the run reports the database
+            return None
+        for entry in entries:
+            real = self.outside(entry, trusted=trusted) if entry.is_file() else None
+            if real is not None:
+                return (f"database {label!r} is a folder of databases, and {_leads_to(entry, real)}, outside the rootdir "
+                        f"{self.root} (--nl2sql-confine): the case would run without that database; "
+                        "remove the link, or copy the file into the tree")
+        return None
+
+
+def _leads_to(path: Path | str, real: Path) -> str:
+    """`real`, or which symlink leads there: the file itself, or a folder on its way."""
+    shown = os.path.abspath(path)
+    if Path(shown) == real:
+        return str(real)
+    return f"{shown} is a symlink to {real}" if os.path.islink(shown) else f"{shown} leads through a symlink to {real}"

@@ -24,6 +24,7 @@ Public API (re-exported here for the rest of the package): `read_case_file`, `lo
 from __future__ import annotations
 
 import datetime
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -390,10 +391,10 @@ def _case_from_mapping(
         raise ValueError(f"`malloy_model` must be the path of a .malloy file, not {type(malloy_model_name).__name__}")
     malloy_model = base / malloy_model_name if malloy_model_name is not None else None
     _check_condition_cols(compare, gold, gold_result, merged.get("dialect"))
-    database, target, trusted = _database_of(merged, base, where)
+    database, target, trusted, named = _database_of(merged, base, where)
     if target is None and not where.dsn:
         raise ValueError("no database: give `database` (a file or URL) or `db_id` with `db_dir` (or --nl2sql-db-dir)")
-    problem = where.confine.database_problem(database or "", target, trusted=trusted) if target else None
+    problem = where.confine.database_problem(database or "", target, trusted=trusted, named=named) if target else None
     for name, result_file in zip(gold_result_names, gold_result):
         problem = problem or where.confine.problem(f"gold_result {_short(name)}", result_file)
     if predicted_result is not None:
@@ -480,14 +481,17 @@ class _Where:
     db_dir: Path | None = None
     dsn: str | None = None
     confine: Confinement = field(default_factory=Confinement)
-    # (case file folder, db_dir, db_id) -> the resolved database file: a Spider suite names
-    # 20 databases 1034 times
-    resolved: dict[tuple[Path, str | None, str], str] = field(default_factory=dict, compare=False)
+    # (case file folder, db_dir, db_id) -> the database file (as named, resolved): a Spider suite
+    # names 20 databases 1034 times
+    resolved: dict[tuple[Path, str | None, str], tuple[str, str]] = field(default_factory=dict, compare=False)
 
 
-def _database_of(data: Mapping[str, Any], base: Path, where: _Where) -> tuple[str | None, str | None, bool]:
+def _database_of(
+    data: Mapping[str, Any], base: Path, where: _Where
+) -> tuple[str | None, str | None, bool, str | None]:
     """(the database as the case names it, the case's own database to open: a path or a URL,
-    whether it was found under the command line's --nl2sql-db-dir).
+    whether it was found under the command line's --nl2sql-db-dir, and a database file's path as
+    named, before symlinks are resolved, so that a refusal can name the link).
 
     With `--nl2sql-dsn` every case runs on that database, so a case may then name only a
     `db_id` (as a label) or nothing: its own database is None."""
@@ -496,10 +500,11 @@ def _database_of(data: Mapping[str, Any], base: Path, where: _Where) -> tuple[st
     if database is not None:
         written = str(database)
         if looks_like_url(written):  # what reports show (every one of them) holds no password; the target does
-            return redact(written), absolute_file_url(written, base), False  # `duckdb:///rel` is relative to the case file
-        return written, str((base / written).resolve()), False
+            target = absolute_file_url(written, base)  # `duckdb:///rel` is relative to the case file
+            return redact(written), target, False, None
+        return written, str((base / written).resolve()), False, os.path.abspath(base / written)
     if db_id is None:
-        return None, None, False
+        return None, None, False, None
     label = str(db_id)
     directory = data.get("db_dir")
     key = (base, None if directory is None else str(directory), label)
@@ -507,7 +512,9 @@ def _database_of(data: Mapping[str, Any], base: Path, where: _Where) -> tuple[st
         root = (base / str(directory)) if directory is not None else where.db_dir
         if root is None:
             if where.dsn:
-                return label, None, False
+                return label, None, False, None
             raise ValueError(f"`db_id: {label}` needs `db_dir` (in the case or suite) or --nl2sql-db-dir")
-        where.resolved[key] = str((Path(root) / label / f"{label}.sqlite").resolve())
-    return label, where.resolved[key], directory is None
+        named = Path(root) / label / f"{label}.sqlite"
+        where.resolved[key] = (os.path.abspath(named), str(named.resolve()))
+    named, resolved = where.resolved[key]
+    return label, resolved, directory is None, named
