@@ -49,10 +49,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_nl2sql import __version__
-from pytest_nl2sql.cases.parse import load_json
 from pytest_nl2sql.engines.url import EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import classify, key_relative_to, load_baseline
 from pytest_nl2sql.gate.finish import Finished, Gate, finish_run
+from pytest_nl2sql.gate.report_file import ReportFileError, check_shard_item, read_report_file
 from pytest_nl2sql.gate.run import PER_CASE, RunInfo, utc_now
 from pytest_nl2sql.gate.thresholds import parse_fail_unders
 from pytest_nl2sql.judge.result import CaseResult
@@ -149,26 +149,22 @@ class ShardError(ValueError):
 
 
 def _read_shard(path: Path) -> dict[str, Any]:
+    """A shard's report, every field checked (`gate.report_file`): a crafted or corrupt shard is
+    refused naming it, before anything is computed or written."""
     try:
-        data = load_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ShardError(f"{path}: cannot be read ({e})") from None
-    except ValueError as e:
-        raise ShardError(f"{path}: not JSON ({e})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("items"), list) or not isinstance(data.get("run") or {}, dict):
-        raise ShardError(f"{path}: not a JSON report of pytest-nl2sql (no `items` list)")
-    return data
+        return read_report_file(path)
+    except ReportFileError as e:
+        raise ShardError(str(e)) from None
 
 
 def _shard_item(path: Path, number: int, item: Any) -> CaseResult:
-    """One item of a shard, checked: a string where a list belongs would split into letters."""
+    """One item of a shard, with what a case result is made of."""
     where = f"{path}: item {number + 1}"
-    if not isinstance(item, dict):
-        raise ShardError(f"{where}: not an object")
-    if not isinstance(item.get("tags") or [], list) or not all(isinstance(t, str) for t in item.get("tags") or []):
-        raise ShardError(f"{where}: `tags` must be a list of strings, not {item.get('tags')!r:.60}")
     try:
+        check_shard_item(item, where)
         return CaseResult.from_json(item)
+    except ReportFileError as e:
+        raise ShardError(str(e)) from None
     except KeyError as e:
         raise ShardError(f"{where}: no {e}") from None
     except (ValueError, TypeError) as e:

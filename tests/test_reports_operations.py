@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +106,116 @@ def test_csv_cells_show_control_characters_as_escapes(tmp_path: Path) -> None:
     assert row["tags"] == "t\\x1b[1m" and row["id"] == "q\\x1b0"
     assert json.loads(row["gold"].replace("\\u202e", "\\\\u202e")) == ["SELECT '\\u202e'", "SELECT 2"]  # a list: JSON, shown escaped
     assert (tmp_path / "r.correct.csv").read_text(encoding="utf-8").splitlines() == ["instance_id", "q\\x1b0"]
+
+
+# --------------------------------------------------------------------------- 4. crafted reports
+
+
+def _item(data: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    data["items"][0].update(changes)
+    return data
+
+
+def _set(part: str, **changes: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def change(data: dict[str, Any]) -> dict[str, Any]:
+        data[part].update(changes)
+        return data
+    return change
+
+
+HUGE = 10**400
+# (what is wrong, how the valid report is changed): each must be refused, exit 2, naming the file
+CRAFTED: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+    ("a 400-digit position", lambda d: _item(d, position=HUGE)),
+    ("a 400-digit latency", lambda d: _item(d, latency=HUGE)),
+    ("a 400-digit count in the summary", _set("summary", passed=HUGE)),
+    ("a 400-digit duration", _set("run", duration_s=HUGE)),
+    ("a 400-digit attempts", lambda d: _item(d, attempts=HUGE)),
+    ("latency a string", lambda d: _item(d, latency="fast")),
+    ("started an integer", _set("run", started=20260102)),
+    ("label a list", _set("run", label=["m"])),
+    ("complete a string", _set("run", complete="yes")),
+    ("options a list", _set("run", options=[1])),
+    ("run a list", lambda d: {**d, "run": [1]}),
+    ("summary a number", lambda d: {**d, "summary": 5}),
+    ("items an object", lambda d: {**d, "items": {"q0": d["items"][0]}}),
+    ("items a string", lambda d: {**d, "items": "q0"}),
+    ("no items", lambda d: {"summary": d["summary"]}),
+    ("an item a number", lambda d: {**d, "items": [5]}),
+    ("an item without an id", lambda d: {**d, "items": [{k: v for k, v in d["items"][0].items() if k != "id"}]}),
+    ("id a list", lambda d: _item(d, id=["q0"])),
+    ("nodeid a number", lambda d: _item(d, nodeid=5)),
+    ("an unknown verdict", lambda d: _item(d, verdict="passing")),
+    ("an unknown baseline status", lambda d: _item(d, baseline="sometimes")),
+    ("passed a string", lambda d: _item(d, passed="true")),
+    ("tags a string", lambda d: _item(d, tags="joins")),
+    ("tags of numbers", lambda d: _item(d, tags=[1])),
+    ("gold a number", lambda d: _item(d, gold=5)),
+    ("question a list", lambda d: _item(d, question=["a"])),
+    ("exact_match a string", lambda d: _item(d, exact_match="yes")),
+    ("soft scores of strings", lambda d: _item(d, soft_scores={"row_f1": "high"})),
+    ("soft scores a list", lambda d: _item(d, soft_scores=[1, 2])),
+    ("partial scores of numbers", lambda d: _item(d, partial={"select": 5})),
+    ("repeats of a billion answers", lambda d: _item(d, repeats={"k": 10**9, "passed": 1})),
+    ("repeats.k a string", lambda d: _item(d, repeats={"k": "3", "passed": 1})),
+    ("more repeats passed than asked", lambda d: _item(d, repeats={"k": 2, "passed": 3})),
+    ("usage cost a string", lambda d: _item(d, usage={"cost": "free"})),
+    ("neighbours a list", lambda d: _item(d, neighbours=[1])),
+    ("neighbours.checked a string", lambda d: _item(d, neighbours={"checked": "3", "failed": 0})),
+    ("diff a string", lambda d: _item(d, diff="rows differ")),
+    ("diff.missing a number", lambda d: _item(d, diff={"missing": 5})),
+    ("execution_time without a reward", lambda d: _item(d, execution_time={"slowdown": 1.0})),
+    ("extra.neighbours_off a list", lambda d: _item(d, extra={"neighbours_off": ["x"]})),
+    ("term selection of strings", lambda d: _item(d, term_selection={"macro_precision": "high"})),
+    ("a bucket a list", _set("summary", by_tag={"t": [1]})),
+    ("by_hardness a list", _set("summary", by_hardness=[1])),
+    ("accuracy a string", _set("summary", accuracy="high")),
+    ("term selection figures of strings", _set("summary", term_selection={"macro_recall": "x"})),
+    ("a 5000-digit integer", lambda d: json.dumps(d).replace('"position": 0', '"position": ' + "9" * 5000)),
+    ("nested 200 deep", lambda d: _item(d, predicted=json.loads("[" * 200 + "]" * 200))),
+    ("not JSON", lambda d: "{not json"),
+    ("null", lambda d: None),
+    ("empty", lambda d: ""),
+    ("not UTF-8", lambda d: b"\xff\xfe{}"),
+]
+
+
+def _write(path: Path, content: Any) -> Path:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("what", "craft"), CRAFTED, ids=[what for what, _ in CRAFTED])
+def test_crafted_reports_are_refused_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     what: str, craft: Callable[[dict[str, Any]], Any]) -> None:
+    from pytest_nl2sql.cli import main
+
+    good = _write(tmp_path / "good.json", a_report())
+    bad = _write(tmp_path / "crafted.json", craft(a_report()))
+    out_dir = tmp_path / "out"
+    reports = [f"--nl2sql-report={fmt}:{out_dir}/merged.{fmt}" for fmt in ("json", "md", "html", "csv")]
+    for command in (["compare", str(good), str(bad)], ["compare", str(bad), str(good)],
+                    ["merge-reports", str(good), str(bad), f"--rootdir={tmp_path}", *reports]):
+        code = main(command)  # a crash would raise here: no traceback may reach the user
+        captured = capsys.readouterr()
+        assert code == 2, (command[0], captured.out, captured.err)
+        assert f"{bad}:" in captured.err, (command[0], captured.err)
+        assert "Traceback" not in captured.err + captured.out
+    assert not out_dir.exists()  # refused before any report was written
+
+
+def test_the_valid_report_the_crafted_ones_start_from_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_nl2sql.cli import main
+
+    data = a_report()
+    data["items"][0]["latency"] = None  # what the old writer wrote NaN for reads back as null
+    text = json.dumps(data).replace('"latency": null', '"latency": NaN', 1)
+    good, other = _write(tmp_path / "good.json", text), _write(tmp_path / "other.json", a_report())
+    assert main(["compare", str(good), str(other)]) == 0
+    assert main(["merge-reports", str(good), str(other), f"--rootdir={tmp_path}",
+                 f"--nl2sql-report=json:{tmp_path}/merged.json"]) == 1  # a failing case fails the gate, as pytest would
+    assert strict_loads((tmp_path / "merged.json").read_text(encoding="utf-8"))["summary"]["total"] == 3
+    capsys.readouterr()

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import functools
 import html
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_nl2sql.cases.parse import load_json
+from pytest_nl2sql.gate.report_file import ReportFileError, read_report_file
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, is_significant, mcnemar_exact
 from pytest_nl2sql.reports.json import dumps
 from pytest_nl2sql.shown import escaped
@@ -62,28 +61,19 @@ class Run:
 
 
 def read_run(path: str | os.PathLike[str]) -> Run:
-    """Read a JSON report; anything else is a `ReportError` naming the file (and the item)."""
+    """Read a JSON report, every field it has checked (`gate.report_file`); anything else is a
+    `ReportError` naming the file (and the item and field)."""
     where = os.fspath(path)
     try:
-        data = load_json(Path(where).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ReportError(f"{where}: cannot be read ({getattr(e, 'strerror', None) or e})") from None
-    except ValueError as e:
-        raise ReportError(f"{where}: not JSON ({e})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("items"), list):
-        raise ReportError(f"{where}: not a JSON report of pytest-nl2sql (no `items` list)")
-    summary, run = data.get("summary", {}), data.get("run", {})
-    summary, run = {} if summary is None else summary, {} if run is None else run
-    if not isinstance(summary, dict) or not isinstance(run, dict):
-        raise ReportError(f"{where}: not a JSON report of pytest-nl2sql (`summary` and `run` must be objects)")
+        data = read_report_file(where)
+    except ReportFileError as e:
+        raise ReportError(str(e)) from None
     for number, item in enumerate(data["items"], start=1):
-        if not isinstance(item, dict):
-            raise ReportError(f"{where}: item {number}: not an object")
-        if not isinstance(item.get("id"), (str, int)) or isinstance(item.get("id"), bool):
+        if item.get("id") is None:
             raise ReportError(f"{where}: item {number}: no `id`")
         if not isinstance(item.get("passed"), bool) and not isinstance(item.get("verdict"), str):
             raise ReportError(f"{where}: item {number}: neither `passed` nor `verdict`")
-    return Run(where, summary, tuple(data["items"]), run)
+    return Run(where, data.get("summary") or {}, tuple(data["items"]), data.get("run") or {})
 
 
 # --- the comparison -----------------------------------------------------------------------------
