@@ -214,8 +214,9 @@ def _merge_command(args: argparse.Namespace) -> int:
 
 def gate_fails(finished: Finished, update_baseline: bool) -> bool:
     """What makes a pytest run exit 1: a broken case, a failure the baseline does not expect
-    (none while the baseline is being written), a threshold or an unwritable file."""
-    items = finished.report["items"]
+    (none while the baseline is being written), a threshold or an unwritable file. A quarantined
+    case fails nothing, whatever its verdict."""
+    items = [item for item in finished.report["items"] if not item.get("quarantine")]
     broken = any(item["verdict"] == Verdict.GOLD_ERROR.value for item in items)
     unexpected = [item for item in items if not item["passed"] and item["verdict"] != Verdict.GOLD_ERROR.value
                   and item.get("baseline") != BaselineStatus.KNOWN_FAILURE.value]

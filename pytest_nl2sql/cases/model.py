@@ -21,7 +21,7 @@ CASE_KEYS = frozenset(
     {
         "id", "question", "database", "db_id", "db_dir", "gold", "gold_result", "predicted", "predicted_result",
         "predicted_malloy", "malloy_model", "dialect", "order", "tags", "hardness", "compare", "conversation", "hint", "neighbours",
-        "name", "comments",
+        "name", "comments", "quarantine",
     }
 )
 # Spider / BIRD spellings accepted for our keys.
@@ -69,6 +69,7 @@ class Case:
     name: str | None = None
     tables_json: Path | None = None  # Spider's tables.json beside a `source:` (schema + foreign keys)
     neighbours: int | None = None  # generated neighbour databases for this case (None: the run's setting)
+    quarantine: str | None = None  # why this case's failure is expected and fails nothing (it still runs, reported)
 
     @property
     def is_term_selection(self) -> bool:
@@ -88,6 +89,25 @@ class Case:
 
     def replace(self, **changes: Any) -> "Case":
         return dataclasses.replace(self, **changes)
+
+
+def quarantine_of(value: Any, database: str | None) -> str | None:
+    """The case's `quarantine` reason: a text (this case; a suite's default, every case of it), or
+    a mapping `{DATABASE: reason}` (the cases on that database, as they name it: a Spider `db_id`
+    missing from a download). A ValueError says what is wrong."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError("`quarantine` must be a reason (a non-empty text), or a mapping of database to reason")
+        return value
+    if isinstance(value, Mapping):
+        for name, reason in value.items():
+            if not isinstance(name, str) or not isinstance(reason, str) or not reason.strip():
+                raise ValueError("`quarantine` must map each database (as cases name it) to a reason (a non-empty text)")
+        return value.get(database) if database is not None else None
+    raise ValueError(f"`quarantine` must be a reason (a non-empty text), or a mapping of database to reason, "
+                     f"not {type(value).__name__}")
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from pytest_nl2sql.cases.model import (
     Entry,
     InvalidCase,
     default_id,
+    quarantine_of,
 )
 from pytest_nl2sql.cases.parse import load_json, yaml_documents, yaml_error
 from pytest_nl2sql.cases.sources import read_gold_file, source_entries
@@ -360,6 +361,7 @@ def _case_from_mapping(
             database=_opt_str(merged.get("database") or merged.get("db_id")), predicted=merged.get("predicted"),
             tags=tags, compare=compare, conversation=tuple(conversation), hint=_opt_str(merged.get("hint")),
             name=_opt_str(merged.get("name")), hardness=_opt_str(hardness),
+            quarantine=quarantine_of(merged.get("quarantine"), _opt_str(merged.get("database") or merged.get("db_id"))),
         )
 
     gold = _as_str_list(merged.get("gold"), "gold")
@@ -410,6 +412,7 @@ def _case_from_mapping(
         dialect=_opt_str(merged.get("dialect")), order=order, tags=tags, hardness=_opt_str(hardness),
         compare=compare, hint=_opt_str(merged.get("hint")), name=_opt_str(merged.get("name")),
         tables_json=merged.get("tables_json"), neighbours=neighbours,
+        quarantine=quarantine_of(merged.get("quarantine"), database),
     )
 
 

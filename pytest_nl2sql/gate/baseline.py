@@ -280,6 +280,8 @@ class BaselineComparison:
     A case whose verdict now is `predictor_error` (the model could not be asked) is listed in
     `unpredicted` only: it says nothing of the model's answers, so it is neither a regression nor
     a known failure here, nor in McNemar's pairs (the item still fails the run, as it fails).
+    A quarantined case (its `quarantine` reason set) is listed in `quarantined` only, whatever its
+    verdict: its failure is expected and fails nothing, so it is no regression either.
     """
 
     path: str
@@ -294,6 +296,7 @@ class BaselineComparison:
     missing: tuple[str, ...]  # in the baseline, not run now
     statuses: Mapping[Key, BaselineStatus | None]
     unpredicted: tuple[str, ...] = ()  # predictor_error now: not judged on an answer
+    quarantined: tuple[str, ...] = ()  # quarantined cases: not compared
 
     @property
     def accuracy_before(self) -> float | None:
@@ -337,6 +340,7 @@ class BaselineComparison:
             "new": list(self.new),
             "missing": list(self.missing),
             "unpredicted": list(self.unpredicted),
+            "quarantined": list(self.quarantined),
             "mcnemar": {"b": self.b, "c": self.c},
             "p_value": self.p_value,
             "significant": self.significant,
@@ -361,6 +365,9 @@ class BaselineComparison:
                          "raised, transient errors retried): not wrong answers, so neither regressions nor known "
                          "failures here, and never excused by the baseline: they fail the run until they are answered:")
             lines += [f"  {label}" for label in self.unpredicted]
+        if self.quarantined:
+            lines.append(f"{_plural(len(self.quarantined), 'quarantined case')} not compared with the baseline "
+                         "(their verdicts are still written to it)")
         lines += _listed("regression", "regressions", self.regressions)
         lines += _listed("fixed case", "fixed cases", self.fixed)
         if self.known_failures:
@@ -401,6 +408,7 @@ def compare_with_baseline(
     changed: list[str] = []
     new: list[str] = []
     unpredicted: list[str] = []
+    quarantined: list[str] = []
     paired = passed_before = passed_now = 0
     seen: set[Key] = set()
     folder = Path(baseline.path).resolve().parent if rootdir is not None else None
@@ -409,6 +417,10 @@ def compare_with_baseline(
         key = (_file_key(item, folder, root), item["id"])
         seen.add(key)
         label = item.get("nodeid") or f"{key[0]}::{key[1]}"
+        if item.get("quarantine"):
+            statuses[key] = None  # expected to fail, fails nothing: not compared
+            quarantined.append(label)
+            continue
         if item["verdict"] == Verdict.GOLD_ERROR.value:
             statuses[key] = None  # an error now is an error, whatever the baseline says
             continue
@@ -452,6 +464,7 @@ def compare_with_baseline(
         missing=tuple(missing),
         statuses=statuses,
         unpredicted=tuple(unpredicted),
+        quarantined=tuple(quarantined),
     )
 
 

@@ -48,6 +48,7 @@ class CaseResult:
     attempts: int = 0  # calls of the predictor hook for this case (retries and repeats included)
     usage: dict[str, int | float] | None = None  # tokens and cost the hook reported, summed over its answers
     repeats: dict[str, Any] | None = None  # --nl2sql-repeat: {"k", "passed", "verdicts", "predicted"}
+    quarantine: str | None = None  # the case's quarantine reason: a failure is xfailed and fails nothing
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -87,6 +88,7 @@ class CaseResult:
             "attempts": self.attempts,
             "usage": self.usage,
             "repeats": self.repeats,
+            "quarantine": self.quarantine,
             "kind": self.kind.value,
             "position": self.position,
             "partial": self.partial,
@@ -131,6 +133,7 @@ class CaseResult:
             attempts=data["attempts"] if isinstance(data.get("attempts"), int) else 0,
             usage=data.get("usage"),
             repeats=data.get("repeats"),
+            quarantine=data.get("quarantine") if isinstance(data.get("quarantine"), str) else None,
             extra=data.get("extra") or {},
         )
 

@@ -126,6 +126,7 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "usage": summarize_usage(r.usage for r in results),
         "pass_at_k": pass_at,
         "consistency": consistency,
+        "quarantined": sum(1 for r in results if r.quarantine is not None),  # run and reported; a failure fails nothing
         "baseline": None,
     }
     return summary

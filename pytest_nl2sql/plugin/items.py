@@ -156,9 +156,12 @@ class CaseItem(pytest.Item):
         self.prepared = None
 
     def _conclude(self, outcome: CaseOutcome, phase: str) -> None:
-        """Record the result for the controller, then pass, fail, xfail or error as pytest does."""
+        """Record the result for the controller, then pass, fail, xfail or error as pytest does. A
+        quarantined case's failure, a broken case's included, is an xfail naming the reason."""
         self._record(outcome.result, phase)
         result = outcome.result
+        if result.quarantine is not None and not result.passed:
+            raise CaseFailure(outcome.explanation or result.reason or result.verdict.value, f"quarantined: {result.quarantine}")
         if outcome.broken:
             raise CaseError(outcome.explanation or result.reason or result.verdict.value)
         if result.passed:

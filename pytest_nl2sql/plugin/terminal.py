@@ -94,6 +94,7 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
         lines.append(f"efficiency (BIRD's R-VES over judged SQL cases): {efficiency['r_ves']:.3f}; median slowdown of right "
                      f"predictions {efficiency['median_slowdown']:.2f}x, {efficiency['slower_10x']} of {efficiency['timed']} "
                      "ran 10x slower than their gold or worse")
+    lines += quarantine_lines(summary)
     verdicts = summary.get("by_verdict") or {}
     if verdicts:
         lines.append("verdicts (all cases): " + ", ".join(f"{v} {n}" for v, n in verdicts.items()))
@@ -110,6 +111,15 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     if partial and verbosity > 0:
         lines += partial_table(partial)
     return lines
+
+
+def quarantine_lines(summary: dict[str, Any]) -> list[str]:
+    """Cases expected to fail (case key `quarantine`): run, counted in every figure, failing nothing."""
+    quarantined = summary.get("quarantined") or 0
+    if not quarantined:
+        return []
+    return [f"{quarantined} quarantined case(s) (case key `quarantine`): a failure is reported as xfailed with its "
+            "reason and fails nothing; their verdicts still count in every figure"]
 
 
 def predictor_error_lines(summary: dict[str, Any], judged: int) -> list[str]:
