@@ -281,3 +281,40 @@ def test_under_confine_the_case_with_the_symlinked_database_is_a_gold_error(pyte
         import shutil
 
         shutil.rmtree(outside, ignore_errors=True)
+
+
+# --- under --nl2sql-dsn, every failure text names where the case ran ----------------------
+
+
+@pytest.fixture
+def on_dsn(pytester: pytest.Pytester) -> tuple[pytest.Pytester, str]:
+    """A suite naming shop.sqlite, and a DSN: a copy of it elsewhere (password-free file URL)."""
+    make_shop(pytester.path)
+    (pytester.path / "server").mkdir()
+    make_shop(pytester.path / "server", "elsewhere.sqlite")
+    return pytester, f"sqlite:///{(pytester.path / 'server' / 'elsewhere.sqlite').as_posix()}"
+
+
+def test_a_failure_on_neighbours_under_a_dsn_names_ran_on(on_dsn: tuple[pytest.Pytester, str]) -> None:
+    pytester, dsn = on_dsn
+    write_suite(pytester.path, [{"id": "n", "gold": "SELECT count(*) FROM item", "predicted": "SELECT 5"}],
+                database="shop.sqlite")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--nl2sql-dsn={dsn}", "--nl2sql-report=json:r.json")
+    result.assert_outcomes(failed=1)
+    (item,) = read_report(pytester.path / "r.json")["items"]
+    assert item["reason"].startswith("neighbour") or item["neighbours"]["failed"], item
+    out = result.stdout.str()
+    assert "ran on: sqlite:///" in out and "elsewhere.sqlite (the case names shop.sqlite)" in out
+    assert "matches the gold on shop.sqlite" not in out  # it ran on the DSN's database, not the case's own
+    result.stdout.fnmatch_lines(["*the prediction matches the gold on sqlite:///*elsewhere.sqlite, but not on*"])
+
+
+def test_a_gold_error_under_a_dsn_names_ran_on(on_dsn: tuple[pytest.Pytester, str]) -> None:
+    pytester, dsn = on_dsn
+    write_suite(pytester.path, [{"id": "g", "gold": "SELECT nope FROM item", "predicted": "SELECT 1"}],
+                database="shop.sqlite")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--nl2sql-dsn={dsn}")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*nl2sql case g is broken (gold_error)*", "ran on: sqlite:///*elsewhere.sqlite (the case names shop.sqlite)"])
+    plain = pytester.runpytest("-p", "no:cacheprovider")  # without a DSN: no `ran on`
+    assert "ran on:" not in plain.stdout.str()

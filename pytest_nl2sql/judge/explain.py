@@ -56,11 +56,15 @@ def _header(case: Case, file: str, result: CaseResult) -> list[str]:
     lines = [f"nl2sql case {case.id} [{where}]: {result.verdict.value}{reason}"]
     if case.question:
         lines.append(f"question: {case.question}")
-    if result.ran_on:  # --nl2sql-dsn: the failure happened there, not on the suite's database
-        lines.append(f"ran on: {result.ran_on}" + (f" (the case names {case.database})" if case.database else ""))
-    elif case.database:
-        lines.append(f"database: {case.database}")
-    return lines
+    return lines + _database_lines(case, result.ran_on)
+
+
+def _database_lines(case: Case, ran_on: str | None) -> list[str]:
+    """Where the case ran: under --nl2sql-dsn its `ran_on` (the failure happened there, not on
+    the database the case names), else the case's own database."""
+    if ran_on:
+        return [f"ran on: {ran_on}" + (f" (the case names {case.database})" if case.database else "")]
+    return [f"database: {case.database}"] if case.database else []
 
 
 def _row(row: Sequence[Any]) -> str:
@@ -72,8 +76,10 @@ def _value(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def gold_error_text(case: Case, file: str, message: str) -> str:
+def gold_error_text(case: Case, file: str, message: str, ran_on: str | None = None) -> str:
     lines = [f"nl2sql case {case.id} is broken (gold_error) [{_where(case, file)}]", message]
+    if ran_on:  # the gold failed on the --nl2sql-dsn database, not on the one the case names
+        lines += _database_lines(case, ran_on)
     lines += _sql_block("gold", case.gold_value or [str(p) for p in case.gold_result])
     return "\n".join(lines)
 
@@ -109,7 +115,7 @@ def neighbour_failure_text(case: Case, file: str, result: CaseResult, failure: N
     lines = _header(case, file, result)
     lines += _sql_block("gold", case.gold_value)
     lines += _predicted_lines(result)
-    own = case.database or "the case database"
+    own = result.ran_on or case.database or "the case database"  # under --nl2sql-dsn it ran on ran_on
     if failure.breaks is None:
         lines.append(f"the prediction matches the gold on {own}, but not on {check.failed} of {check.checked} other "
                      f"database{'s' if check.checked != 1 else ''} where the gold runs (each holds only data {own} could hold);")

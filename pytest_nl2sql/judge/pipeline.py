@@ -188,7 +188,7 @@ class Pipeline:
         except (GoldError, EngineError) as e:
             reason = _infrastructure_reason(e) or str(e)
             result = self._result(case, label, hardness, Verdict.GOLD_ERROR, reason=reason, predicted=_plain(case.predicted))
-            return PreparedCase(case, label, hardness, broken=CaseOutcome(result, explain.gold_error_text(case, label.file, reason)))
+            return PreparedCase(case, label, hardness, broken=CaseOutcome(result, explain.gold_error_text(case, label.file, reason, result.ran_on)))
         return PreparedCase(case, label, hardness, engine, gold)
 
     def finish(self, prepared: PreparedCase, *, predicted: Any = None,
@@ -288,7 +288,7 @@ class Pipeline:
             reason = _infrastructure_reason(e) if isinstance(e, ConnectionLost) else str(e)
             result = self._result(case, label, prepared.hardness, Verdict.GOLD_ERROR, reason=reason, predicted=_plain(prediction.value),
                                   predicted_malloy=malloy)
-            return CaseOutcome(result, explain.gold_error_text(case, label.file, reason or str(e)))
+            return CaseOutcome(result, explain.gold_error_text(case, label.file, reason or str(e), result.ran_on))
         result_file = prediction.value if isinstance(prediction.value, PredictedResult) else None
         predicted_sql = (None if result_file or isinstance(prediction.value, PredictedMalloy)  # a Malloy query that did not compile
                          else prediction.value if isinstance(prediction.value, str) else _plain(prediction.value))
@@ -815,7 +815,7 @@ class Pipeline:
             id=case.id, nodeid=label.nodeid, file=label.file, position=label.position, kind=kind,
             verdict=verdict, question=case.question, database=case.database,
             gold=case.gold_value if kind is Kind.SQL else None, hardness=hardness, tags=case.tags,
-            ran_on=self._ran_on if kind is Kind.SQL else None, quarantine=case.quarantine, **fields,
+            ran_on=self._ran_on if kind is Kind.SQL else None, **fields,
         )
 
     @functools.cached_property
@@ -829,9 +829,8 @@ class Pipeline:
 
     def _with_baseline(self, result: CaseResult, case: Case) -> CaseResult:
         """The baseline status, decided once, here (the controller only counts them). The case is
-        found by its file relative to the baseline file, whatever directory pytest started in.
-        A quarantined case is not compared (its verdict is still written to a baseline)."""
-        if self.baseline is None or case.quarantine is not None:
+        found by its file relative to the baseline file, whatever directory pytest started in."""
+        if self.baseline is None:
             return result
         status = classify(self.baseline.lookup_case(case.file, result.id), result.passed,
                           unpredicted=result.verdict is Verdict.PREDICTOR_ERROR)
