@@ -219,3 +219,89 @@ def test_the_valid_report_the_crafted_ones_start_from_is_read(tmp_path: Path, ca
                  f"--nl2sql-report=json:{tmp_path}/merged.json"]) == 1  # a failing case fails the gate, as pytest would
     assert strict_loads((tmp_path / "merged.json").read_text(encoding="utf-8"))["summary"]["total"] == 3
     capsys.readouterr()
+
+
+# --------------------------------------------------------------------------- 1. the HTML viewer
+
+
+@pytest.fixture(scope="module")
+def browser() -> str:
+    import shutil
+
+    from test_report_html import BROWSERS
+
+    for name in BROWSERS:
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip("no Chromium or Chrome on PATH (Debian: apt-get install chromium) for the browser test")
+
+
+def test_browser_a_link_to_a_late_case_builds_one_page_of_rows_and_that_case(browser: str, tmp_path: Path) -> None:
+    from urllib.parse import quote
+
+    from test_report_html import body_attributes, case_ids, detail_row, item, rendered, report
+
+    from pytest_nl2sql.reports.html import PAGE_ROWS
+
+    items = [item(f"c{n:04d}", "mismatch" if n % 7 == 0 else "pass") for n in range(3 * PAGE_ROWS + 10)]
+    page = tmp_path / "r.html"
+    write_report("html", report(items), page)
+    late = items[-3]["id"]
+    dom = rendered(browser, page, "#open=" + quote(f"shop.nl2sql.yaml::{late}", safe=""), tmp_path / "profile")
+    attributes = body_attributes(dom)
+    assert "data-error" not in attributes
+    assert attributes["data-matching"] == str(len(items))
+    assert int(attributes["data-rendered"]) <= PAGE_ROWS + 1  # was every row up to the case: 133 s at 100,000 cases
+    ids = case_ids(dom)
+    assert ids[:PAGE_ROWS] == [i["id"] for i in items[:PAGE_ROWS]] and ids[-1] == late
+    assert dom.count('<tr class="detail"') == 1 and f"shop.nl2sql.yaml::{late}" in detail_row(dom)
+    assert f"{len(items) - PAGE_ROWS - 1} cases" in dom  # the gap says what it leaves out
+
+    dom = rendered(browser, page, "#v=mismatch&sort=-n&open=" + quote(f"shop.nl2sql.yaml::{items[0]['id']}", safe=""),
+                   tmp_path / "profile")  # within the first page: no gap, as before
+    attributes = body_attributes(dom)
+    assert "data-error" not in attributes and attributes["data-rendered"] == attributes["data-matching"]
+    assert case_ids(dom)[-1] == items[0]["id"] and dom.count('<tr class="detail"') == 1
+
+
+def test_browser_names_that_are_object_properties_stay_names(browser: str, tmp_path: Path) -> None:
+    from urllib.parse import quote
+
+    from test_report_html import body_attributes, case_ids, detail_row, item, rendered, report
+
+    items = [item("a", tags=("__proto__", "x"), hardness="constructor", database="__proto__"),
+             item("b", "mismatch", tags=("__proto__",), near_miss="constructor", hardness="toString"),
+             item("c", tags=("hasOwnProperty",), database="constructor"),
+             item("d", "mismatch", hardness="easy")]
+    page = tmp_path / "r.html"
+    write_report("html", report(items), page)
+    for fragment, shown in [
+        ("#sort=constructor", ["a", "b", "c", "d"]),  # not a column: the cases' order
+        ("#sort=-__proto__", ["a", "b", "c", "d"]),
+        ("#sort=-hardness", None),
+        ("#t=__proto__", ["a", "b"]),
+        ("#t=hasOwnProperty", ["c"]),
+        ("#t=constructor", []),
+        ("#db=__proto__", ["a"]),
+        ("#db=constructor", ["c"]),
+        ("#h=constructor", ["a"]),
+        ("#h=toString&sort=verdict", ["b"]),
+        ("#v=constructor", []),
+        ("#b=__proto__", []),
+    ]:
+        dom = rendered(browser, page, fragment, tmp_path / "profile")
+        attributes = body_attributes(dom)
+        assert "data-error" not in attributes, (fragment, attributes.get("data-error"))
+        if shown is not None:
+            assert case_ids(dom) == shown, fragment
+        else:
+            assert sorted(case_ids(dom)) == ["a", "b", "c", "d"], fragment
+    dom = rendered(browser, page, "#sort=hardness", tmp_path / "profile")
+    assert "data-error" not in body_attributes(dom)
+    assert '<option value="__proto__">__proto__ (2)</option>' in dom  # the tag filter offers it, counted
+    assert '<option value="constructor">constructor (1)</option>' in dom
+    dom = rendered(browser, page, "#open=" + quote("shop.nl2sql.yaml::b", safe=""), tmp_path / "profile")
+    assert "data-error" not in body_attributes(dom)
+    detail = detail_row(dom)
+    assert "constructor" in detail and "function" not in detail and "[native code]" not in detail

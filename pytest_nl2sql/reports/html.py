@@ -725,8 +725,12 @@ items.forEach(function (it, n) {
   if (!it.nodeid) it.nodeid = (it.file || '') + '::' + it.id;
   if (!it.tags) it.tags = [];
 });
-var VERDICT_RANK = {}; data.verdicts.forEach(function (v, n) { VERDICT_RANK[v] = n; });
-var HARD_RANK = {}; data.hardness.forEach(function (h, n) { HARD_RANK[h] = n; });
+// Every table keyed by text from the data is a Map-like object without a prototype: a tag named
+// `__proto__` or a `#sort=constructor` link must find nothing, not Object.prototype's members.
+function keyed() { return Object.create(null); }
+function own(obj, key) { return obj !== null && typeof obj === 'object' && Object.prototype.hasOwnProperty.call(obj, key); }
+var VERDICT_RANK = keyed(); data.verdicts.forEach(function (v, n) { VERDICT_RANK[v] = n; });
+var HARD_RANK = keyed(); data.hardness.forEach(function (h, n) { HARD_RANK[h] = n; });
 var NONE = '~none';
 var FAILED = '~failed';
 var FRAGILE = 'fragile';
@@ -784,7 +788,7 @@ function hay(it) {
 
 // ---- state in the #fragment: links can share a view
 var KEYS = ['q', 'v', 'h', 't', 'db', 'b', 'sort', 'open'];
-var state = {};
+var state = keyed();
 function readHash() {
   var params = new URLSearchParams(location.hash.replace(/^#/, ''));
   KEYS.forEach(function (k) { state[k] = params.get(k) || ''; });
@@ -798,7 +802,7 @@ function writeHash() {
 
 // ---- filters
 function counted(values) {
-  var counts = {};
+  var counts = keyed();
   values.forEach(function (v) { counts[v] = (counts[v] || 0) + 1; });
   return counts;
 }
@@ -880,7 +884,7 @@ var COLUMNS = [
   {key: 'f1', title: 'row F1', width: '76px', value: function (it) { var f = rowF1(it); return f === null ? -1 : f; },
    cell: function (it) { var f = rowF1(it); return el('td', {cls: 'num', text: f === null ? '' : f.toFixed(2)}); }}
 ];
-var COL_BY_KEY = {}; COLUMNS.forEach(function (c) { COL_BY_KEY[c.key] = c; });
+var COL_BY_KEY = keyed(); COLUMNS.forEach(function (c) { COL_BY_KEY[c.key] = c; });
 
 var table = doc.getElementById('cases-table');
 var headRow = table.tHead.rows[0];
@@ -904,7 +908,7 @@ function compare(a, b) {
 }
 
 var shownRows = data.pageRows;
-var openSet = {};
+var openSet = keyed();
 var rendered = [];
 function render() {
   var spec = sortSpec();
@@ -913,10 +917,9 @@ function render() {
   if (spec.key !== 'n') {
     found.sort(function (a, b) { return compare(col.value(a), col.value(b)) * (spec.desc ? -1 : 1) || a.n - b.n; });
   } else if (spec.desc) found.reverse();
-  if (state.open) {
-    var at = found.findIndex(function (it) { return it.nodeid === state.open; });
-    if (at >= shownRows) shownRows = Math.ceil((at + 1) / data.pageRows) * data.pageRows;
-  }
+  // A linked case past the rows shown is built alone, after a gap: building every row before it
+  // took 133 s for a case near the end of 100,000.
+  var at = state.open ? found.findIndex(function (it) { return it.nodeid === state.open; }) : -1;
   Array.prototype.forEach.call(headRow.cells, function (th) {
     var key = th.getAttribute('data-key');
     if (key === spec.key) th.setAttribute('aria-sort', spec.desc ? 'descending' : 'ascending');
@@ -924,17 +927,25 @@ function render() {
   });
   var fresh = el('tbody');
   var shown = found.slice(0, shownRows);
-  shown.forEach(function (it) {
+  function caseRow(it) {
     var tr = el('tr', {cls: 'case', 'data-n': String(it.n)});
     COLUMNS.forEach(function (c) { tr.appendChild(c.cell(it)); });
     fresh.appendChild(tr);
     if (openSet[it.nodeid]) openRow(tr, it, fresh);
-  });
+  }
+  shown.forEach(caseRow);
+  var linked = at >= shown.length ? found[at] : null;
+  if (linked) {
+    fresh.appendChild(el('tr', {cls: 'gap'}, el('td', {colspan: String(COLUMNS.length), cls: 'note',
+      text: '… ' + (found.length - shown.length - 1) + ' cases not built here (' + (at - shown.length) + ' before the linked case, ' +
+            (found.length - at - 1) + ' after it): "show more" builds them in order'})));
+    caseRow(linked);
+  }
   table.replaceChild(fresh, tbody);
   tbody = fresh;
   rendered = found;
   var countText = found.length === items.length ? items.length + ' cases' : found.length + ' of ' + items.length + ' cases match';
-  if (found.length > shown.length) countText += '; the first ' + shown.length + ' are shown';
+  if (found.length > shown.length) countText += '; the first ' + shown.length + ' are shown' + (linked ? ', and the linked case' : '');
   doc.getElementById('count').textContent = countText + '. Click a case for its explanation, diff and counterexample; click a header to sort.';
   var more = doc.getElementById('more');
   more.textContent = '';
@@ -942,7 +953,7 @@ function render() {
     more.appendChild(el('button', {type: 'button', id: 'show-more', text: 'show ' + Math.min(data.pageRows, found.length - shown.length) + ' more'}));
     more.appendChild(el('button', {type: 'button', id: 'show-all', text: 'show all ' + found.length}));
   }
-  doc.body.setAttribute('data-rendered', String(shown.length));
+  doc.body.setAttribute('data-rendered', String(shown.length + (linked ? 1 : 0)));
   doc.body.setAttribute('data-matching', String(found.length));
 }
 
@@ -982,7 +993,7 @@ function explanation(it) {
   var head = el('p', {cls: 'kv'}, el('strong', {text: it.verdict}));
   if (it.reason) head.appendChild(document.createTextNode(': ' + it.reason.split('\n')[0]));
   box.appendChild(head);
-  if (it.near_miss) box.appendChild(kv('near miss', document.createTextNode(it.near_miss + (data.nearMiss[it.near_miss] ? ': ' + data.nearMiss[it.near_miss] : ''))));
+  if (it.near_miss) box.appendChild(kv('near miss', document.createTextNode(it.near_miss + (own(data.nearMiss, it.near_miss) ? ': ' + data.nearMiss[it.near_miss] : ''))));
   var nb = it.neighbours;
   if (nb) {
     var words = 'judged on ' + nb.checked + ' neighbour database(s): ' + (nb.failed || 0) + ' failed';
