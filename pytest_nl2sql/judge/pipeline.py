@@ -815,7 +815,7 @@ class Pipeline:
             id=case.id, nodeid=label.nodeid, file=label.file, position=label.position, kind=kind,
             verdict=verdict, question=case.question, database=case.database,
             gold=case.gold_value if kind is Kind.SQL else None, hardness=hardness, tags=case.tags,
-            ran_on=self._ran_on if kind is Kind.SQL else None, **fields,
+            ran_on=self._ran_on if kind is Kind.SQL else None, quarantine=case.quarantine, **fields,
         )
 
     @functools.cached_property
@@ -829,8 +829,9 @@ class Pipeline:
 
     def _with_baseline(self, result: CaseResult, case: Case) -> CaseResult:
         """The baseline status, decided once, here (the controller only counts them). The case is
-        found by its file relative to the baseline file, whatever directory pytest started in."""
-        if self.baseline is None:
+        found by its file relative to the baseline file, whatever directory pytest started in.
+        A quarantined case is not compared (its verdict is still written to a baseline)."""
+        if self.baseline is None or case.quarantine is not None:
             return result
         status = classify(self.baseline.lookup_case(case.file, result.id), result.passed,
                           unpredicted=result.verdict is Verdict.PREDICTOR_ERROR)
