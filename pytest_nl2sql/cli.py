@@ -306,7 +306,9 @@ def _positive(text: str) -> int:
     return value
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The `nl2sql` command line: every subcommand and its flags (the docs' CLI reference is checked
+    against it, tests/test_docs_reference.py)."""
     parser = argparse.ArgumentParser(prog="nl2sql", description="pytest-nl2sql commands that need no pytest run")
     parser.add_argument("--version", action="version", version=f"pytest-nl2sql {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -357,7 +359,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="write the cases from this database's tables (a SQLite or DuckDB file, or a server URL); "
                            "default: a tiny example database")
     add_malloy_commands(commands)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "init":
         return _init_command(args)
     if args.command in MALLOY_COMMANDS:
