@@ -3,7 +3,9 @@ file or a Markdown comment, a prediction must not move the cursor, recolour the 
 a reader sees, or print a line the CI system obeys (`::error …`, `##[…]`).
 
     escaped(text)      control characters (but newline and tab) and bidi overrides as \\xNN / \\uNNNN
+    one_line(text)     `safe_lines` on one line (newline and tab escaped too): a name stays in its table row
     safe_lines(text)   `escaped`, and every line that a CI system would read as a command made inert
+    ShownWarning       a warning mixin whose message is `safe_lines` (pytest prints warnings as they are)
 """
 
 from __future__ import annotations
@@ -38,3 +40,19 @@ def safe_lines(text: str) -> str:
     workflow command, so no line a prediction prints is obeyed."""
     lines = escaped(text).split("\n")
     return "\n".join("\\" + line if line.lstrip().startswith(_COMMANDS) else line for line in lines)
+
+
+def one_line(text: str) -> str:
+    """`escaped(text)` with newline and tab written as `\\n` and `\\t` too, and a backslash
+    before it if it starts like a CI workflow command: a tag, a database name or a path shown at
+    the start of a table's row cannot break the row, start a line of its own, or be obeyed."""
+    line = escaped(text).replace("\n", "\\n").replace("\t", "\\t")
+    return "\\" + line if line.lstrip().startswith(_COMMANDS) else line
+
+
+class ShownWarning(Warning):
+    """A mixin for warnings that quote the data (a database's name, an error from it): pytest's
+    warnings summary prints a message as it is, so the message is made `safe_lines` here."""
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(safe_lines(str(message)), *args)

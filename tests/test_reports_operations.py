@@ -305,3 +305,51 @@ def test_browser_names_that_are_object_properties_stay_names(browser: str, tmp_p
     assert "data-error" not in body_attributes(dom)
     detail = detail_row(dom)
     assert "constructor" in detail and "function" not in detail and "[native code]" not in detail
+
+
+# --------------------------------------------------------------------------- 5. the terminal obeys nothing from the data
+
+ESC_CSI = "\x1b[31m"
+ESC_OSC = "\x1b]0;title\x07"
+
+
+def _unsafe_lines(out: str) -> list[str]:
+    """Lines of pytest's output holding a raw escape or bell, or starting like a CI workflow command."""
+    return [line for line in out.splitlines()
+            if "\x1b" in line or "\x07" in line or line.lstrip().startswith(("::", "##[", "##vso["))]
+
+
+def test_text_from_the_data_reaches_the_terminal_escaped_and_inert(pytester: pytest.Pytester) -> None:
+    from helpers import make_db, make_shop, write_suite
+
+    make_shop(pytester.path)
+    hostile_db = f"db{ESC_CSI}x.sqlite"
+    make_db(pytester.path / hostile_db, f"CREATE TABLE t(a TEXT); INSERT INTO t VALUES ('v{ESC_CSI}red{ESC_OSC}'), ('::error::row');")
+    cases = [
+        {"id": "tagged", "gold": "SELECT 1", "predicted": "SELECT 2", "tags": [f"tag{ESC_OSC}", "::error::tag"],
+         "hardness": f"::warning::h{ESC_CSI}", "question": f"q{ESC_OSC}"},
+        {"id": "tagged-ok", "gold": "SELECT 1", "predicted": "SELECT 1", "tags": [f"tag{ESC_OSC}", "::error::tag"],
+         "hardness": f"::warning::h{ESC_CSI}"},
+        {"id": "values", "database": hostile_db, "gold": "SELECT a FROM t", "predicted": "SELECT a FROM t LIMIT 1"},
+        {"id": "values-ok", "database": hostile_db, "gold": "SELECT a FROM t", "predicted": "SELECT a FROM t"},
+        {"id": "broken", "database": f"missing{ESC_CSI}\n::error::x.sqlite", "gold": "SELECT 1", "predicted": "SELECT 1"},
+        {"id": "known", "gold": "SELECT 1", "predicted": f"SELECT '{ESC_CSI}\n::error::known"},
+        {"id": "parked", "gold": "SELECT 1", "predicted": "SELECT 2", "quarantine": f"flaky{ESC_OSC}\n::error::quarantined"},
+    ]
+    write_suite(pytester.path, cases, database="shop.sqlite")
+    pytester.makepyfile(test_warns=f"""
+        import warnings
+        from pytest_nl2sql.neighbours.servers import NoNeighbours
+        from pytest_nl2sql.plugin.items import NL2SQLWarning
+
+        def test_warns():
+            warnings.warn(NoNeighbours("no neighbour databases for {hostile_db!r}: {ESC_OSC!r}\\n::error::w"))
+            warnings.warn(NL2SQLWarning("case file {ESC_CSI!r}\\n::error::w2"))
+    """)
+    pytester.runpytest("--nl2sql-baseline=b.json", "--nl2sql-update-baseline", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-v", "-rA", "--nl2sql-baseline=b.json", "--nl2sql-fail-under=tag:nope=0.5",
+                                "--nl2sql-fail-under=tag:::error::tag=0.9", "-W", "always", "-p", "no:cacheprovider")
+    out = result.stdout.str() + result.stderr.str()
+    assert "known failure (baseline)" in out and "quarantined: flaky" in out and "NoNeighbours" in out  # each vector was shown
+    assert "tag\\x1b]0;title\\x07" in out and "db\\x1b[31mx.sqlite" in out  # as escapes
+    assert _unsafe_lines(out) == []

@@ -34,12 +34,13 @@ from pytest_nl2sql.engines.base import Engine, EngineError, Limits
 from pytest_nl2sql.engines.url import DatabaseSpec, EngineKind
 from pytest_nl2sql.judge.compare import CompareOptions
 from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, judge, judge_result, run_gold
+from pytest_nl2sql.shown import ShownWarning
 from pytest_nl2sql.vocab import Verdict
 
 ROW_BUDGET = 200_000  # rows in all: a bigger server database (a warehouse) is never copied
 
 
-class NoNeighbours(UserWarning):
+class NoNeighbours(ShownWarning, UserWarning):
     """Why a server case (or database) is judged on its own database only."""
 
 

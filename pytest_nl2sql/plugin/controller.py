@@ -19,6 +19,7 @@ from pytest_nl2sql.plugin import terminal
 from pytest_nl2sql.plugin.items import CaseItem, result_of, unreadable_of
 from pytest_nl2sql.plugin.progress import ProgressDisplay
 from pytest_nl2sql.plugin.settings import Settings
+from pytest_nl2sql.shown import safe_lines
 
 
 class Controller:
@@ -99,19 +100,19 @@ class Controller:
         if self.summary is None:
             if self.unreadable:
                 terminalreporter.section("nl2sql")
-                terminalreporter.line(unreadable_line(self.unreadable), red=True, bold=True)
+                terminalreporter.line(safe_lines(unreadable_line(self.unreadable)), red=True, bold=True)
             return
         if not self.results:
             self.messages.insert(0, "no nl2sql case ran")
         terminalreporter.section("nl2sql")
         for line in terminal.summary_lines(self.summary, config.get_verbosity()):
             terminalreporter.line(line)
-        for line in self.messages:
-            terminalreporter.line(line)
+        for line in self.messages:  # baseline lines, paths, hints: they quote case ids and file names
+            terminalreporter.line(safe_lines(line))
         if self.unreadable:
-            terminalreporter.line(unreadable_line(self.unreadable), red=True, bold=True)
-        for line in self.failures:
-            terminalreporter.line(line, red=True, bold=True)
+            terminalreporter.line(safe_lines(unreadable_line(self.unreadable)), red=True, bold=True)
+        for line in self.failures:  # thresholds name tags, databases
+            terminalreporter.line(safe_lines(line), red=True, bold=True)
 
 
 def unreadable_line(unreadable: dict[str, str]) -> str:

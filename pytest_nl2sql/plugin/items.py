@@ -22,7 +22,7 @@ from pytest_nl2sql.judge.pipeline import CaseLabel, CaseOutcome, Pipeline, Prepa
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.plugin.prefetch import Prefetcher, upcoming
 from pytest_nl2sql.plugin.settings import Settings
-from pytest_nl2sql.shown import safe_lines
+from pytest_nl2sql.shown import ShownWarning, safe_lines
 from pytest_nl2sql.vocab import BaselineStatus
 
 RESULT_ATTRIBUTE = "nl2sql"  # the test report attribute carrying a case's result as JSON
@@ -30,7 +30,7 @@ UNREADABLE_ATTRIBUTE = "nl2sql_unreadable"  # a collect report's attribute: why 
 JUNIT_PROPERTIES = ("nl2sql_verdict", "nl2sql_hardness", "nl2sql_baseline")  # readable, for --junitxml
 
 
-class NL2SQLWarning(pytest.PytestWarning):
+class NL2SQLWarning(ShownWarning, pytest.PytestWarning):
     """Something in the input that is probably a mistake (an empty case file, unmatched predictions)."""
 
 
@@ -261,7 +261,7 @@ def adjust_report(item: pytest.Item, report: pytest.TestReport, call: pytest.Cal
         report.longrepr = item.failure_repr(error.text)
     elif isinstance(error, CaseFailure) and error.expected:
         report.outcome = "skipped"
-        report.wasxfail = error.expected
+        report.wasxfail = safe_lines(error.expected)  # a baseline's reason or a quarantine's: text from the data
 
 
 def result_of(report: pytest.TestReport) -> CaseResult | None:

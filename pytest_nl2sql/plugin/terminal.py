@@ -1,4 +1,8 @@
-"""The `nl2sql` section of pytest's terminal summary: every number says what it counts."""
+"""The `nl2sql` section of pytest's terminal summary: every number says what it counts.
+
+Names in it come from the data (tags, hardness labels, database paths, reasons): each is shown
+`shown.one_line` in its row, and every line `shown.safe_lines`, so no escape sequence reaches the
+terminal and no line reads as a CI workflow command (`::error::…`)."""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from typing import Any
 
 from pytest_nl2sql.gate.run import PER_CASE
 from pytest_nl2sql.metrics.summary import accuracy_interval, accuracy_name
+from pytest_nl2sql.shown import one_line, safe_lines
 
 TABLE_ROWS = 15  # rows of a per-tag / per-database table without -v (the worst first)
 
@@ -38,13 +43,13 @@ def bucket_table(title: str, buckets: dict[str, dict[str, Any]], limit: int | No
         names = _worst_first(buckets)
         title = f"{title} (the {limit} worst of {len(buckets)})"
     shown = names if limit is None else names[:limit]
-    width = max(len(n) for n in shown)
+    width = max(len(one_line(n)) for n in shown)
     lines = [f"{title}:"]
     for name in shown:
         b = buckets[name]
         errors = f"  ({b['errors']} error{'s' if b['errors'] != 1 else ''})" if b.get("errors") else ""
         judged = b["total"] - b.get("errors", 0)
-        lines.append(f"  {name:<{width}}  {percent(b['passed'], judged):<20} {interval(b)}{errors}".rstrip())
+        lines.append(f"  {one_line(name):<{width}}  {percent(b['passed'], judged):<20} {interval(b)}{errors}".rstrip())
     if len(names) > len(shown):
         lines.append(f"  ... {len(names) - len(shown)} more (-v shows all; all of them in --nl2sql-report=json)")
     return lines
@@ -69,7 +74,7 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
                      f"{100 * summary['exact_match']:.1f}%")
     if summary["errors"]:
         by_db = summary.get("errors_by_database") or {}
-        where = ", ".join(f"{db} ({n})" for db, n in by_db.items())
+        where = ", ".join(f"{one_line(db)} ({n})" for db, n in by_db.items())
         lines.append(f"errors: {summary['errors']} case(s) could not be judged (gold_error, not in the accuracy)"
                      + (f": {where}" if where else ""))
     ts = summary.get("term_selection")
@@ -81,7 +86,7 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
         for dim, d in (ts.get("by_dimension") or {}).items():
             p = "-" if d.get("precision") is None else f"{d['precision']:.2f}"
             r = "-" if d.get("recall") is None else f"{d['recall']:.2f}"
-            lines.append(f"  {dim}: precision {p}, recall {r}")
+            lines.append(f"  {one_line(dim)}: precision {p}, recall {r}")
     soft = summary.get("soft_scores")
     if soft:
         lines.append("soft scores (means over judged SQL cases): columns P {column_precision:.3f} R {column_recall:.3f} "
@@ -110,7 +115,7 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     partial = summary.get("partial")
     if partial and verbosity > 0:
         lines += partial_table(partial)
-    return lines
+    return [safe_lines(line) for line in lines]
 
 
 def quarantine_lines(summary: dict[str, Any]) -> list[str]:
@@ -179,7 +184,7 @@ def neighbour_lines(summary: dict[str, Any], judged: int) -> list[str]:
                      f"{fragile} fragile pass{'es' if fragile != 1 else ''} (right only while the data keeps what the "
                      f"case's database shows; --nl2sql-fragile=fail fails them)")
     for reason, cases in (summary.get("neighbours_off") or {}).items():
-        lines.append(f"  neighbour databases off for {cases} right prediction{'s' if cases != 1 else ''}: {reason}")
+        lines.append(f"  neighbour databases off for {cases} right prediction{'s' if cases != 1 else ''}: {one_line(reason)}")
     if summary.get("gold_warnings"):
         n = summary["gold_warnings"]
         lines.append(f"  {n} gold quer{'ies' if n != 1 else 'y'} with a nondeterministic result (see each item's gold_warnings)")
