@@ -362,3 +362,12 @@ def test_the_ci_page_shows_the_workflow_nl2sql_init_writes() -> None:
 def test_every_page_is_in_the_site_navigation(page: str) -> None:
     nav = (DOCS.parent / "mkdocs.yml").read_text(encoding="utf-8")
     assert f": {page}\n" in nav, f"docs/{page} is not in mkdocs.yml's nav: add it where it belongs"
+
+
+def test_the_readmes_links_into_the_docs_lead_to_pages() -> None:
+    """The README is the front door: its relative links (docs/…, which work on GitHub) name pages that exist."""
+    readme = DOCS.parent / "README.md"
+    links = re.findall(r"\]\(((?!https?:|#)[^)#\s]+)", readme.read_text(encoding="utf-8"))
+    assert any(link.startswith("docs/") for link in links)
+    missing = [link for link in links if not (DOCS.parent / link).exists()]
+    assert not missing, f"README.md links to files that do not exist: {', '.join(missing)}"
