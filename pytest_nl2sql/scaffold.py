@@ -312,9 +312,9 @@ nl2sql_timeout = 30
 
 
 def workflow_yaml(version: str | None) -> str:
-    """The CI recipe (docs/ci.md explains each step)."""
+    """The CI recipe (docs/how-to/ci.md explains each step): the package pinned to this version."""
     pin = f"=={version}" if version else ""
-    return WORKFLOW.replace("@PIN@", pin)
+    return WORKFLOW.replace("@PIN@", pin).replace("@VERSION@", version or "any")
 
 
 WORKFLOW = """# Written by `nl2sql init`: the nl2sql suites as a merge gate (see the docs' CI page).
@@ -329,6 +329,8 @@ permissions:
 jobs:
   nl2sql:
     runs-on: ubuntu-latest
+    env:
+      NL2SQL_CACHE_DIR: ~/.cache/pytest-nl2sql  # neighbour databases here, not in .pytest_cache: cached below
     steps:
       - uses: actions/checkout@v4
       - uses: actions/setup-python@v5
@@ -339,16 +341,16 @@ jobs:
           node-version: "20"
       - name: Install pytest-nl2sql
         run: python -m pip install "pytest-nl2sql[all]@PIN@"
-      # Neighbour databases and the Malloy compiler live in ~/.cache/pytest-nl2sql. Keyed by the
-      # suites and the package version; restore-keys lets a new branch start from main's cache.
+      # Neighbour databases (NL2SQL_CACHE_DIR, set above) and the Malloy compiler live in
+      # ~/.cache/pytest-nl2sql. Keyed by the package version and the suites; restore-keys lets a
+      # new branch or a changed suite start from the last cache of the same version.
       - name: Restore the nl2sql cache
         uses: actions/cache@v4
         with:
           path: ~/.cache/pytest-nl2sql
-          key: nl2sql-${{ runner.os }}-${{ hashFiles('requirements*.txt', 'pyproject.toml') }}-${{ hashFiles('suites/**') }}
+          key: nl2sql-${{ runner.os }}-@VERSION@-${{ hashFiles('suites/**') }}
           restore-keys: |
-            nl2sql-${{ runner.os }}-${{ hashFiles('requirements*.txt', 'pyproject.toml') }}-
-            nl2sql-${{ runner.os }}-
+            nl2sql-${{ runner.os }}-@VERSION@-
       - name: Set up the Malloy compiler (a no-op when cached)
         run: nl2sql malloy-setup
       - name: Run the suites
@@ -361,10 +363,7 @@ jobs:
             --nl2sql-report=json:nl2sql-reports/nl2sql.json \\
             --nl2sql-report=md:nl2sql-reports/nl2sql.md \\
             --nl2sql-report=html:nl2sql-reports/nl2sql.html || status=$?
-          if [ -f nl2sql-reports/nl2sql.md ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
-            cat nl2sql-reports/nl2sql.md >> "$GITHUB_STEP_SUMMARY"
-          fi
-          exit $status
+          exit $status  # the md report appends itself to $GITHUB_STEP_SUMMARY
       - name: Upload the reports
         if: always()
         uses: actions/upload-artifact@v4

@@ -962,7 +962,7 @@ def default_cache_dir() -> Path:
     cache folder (they are keyed by content, so sharing them between projects is safe)."""
     explicit = os.environ.get("NL2SQL_CACHE_DIR")
     if explicit:
-        return Path(explicit)
+        return Path(explicit).expanduser()  # `~/...` as a CI file's env block writes it (no shell expands it)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "pytest-nl2sql"
 
