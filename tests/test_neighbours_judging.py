@@ -139,7 +139,7 @@ def test_generated_neighbours_catch_accidental_passes_and_say_so(pytester: pytes
         "*gold result there:*",
         "*predicted result there:*",
         "execution accuracy with neighbour databases 2/3 = 66.7%",
-        "  on the cases' own databases alone (Spider's execution accuracy) 3/3 = 100.0%; neighbour databases failed 1 prediction right there*",
+        "  one-database execution accuracy (the cases' own databases alone*) 3/3 = 100.0%; neighbour databases failed 1 prediction right there*",
         "  strict (fragile passes counted as failures) 1/3 = 33.3%; 1 fragile pass *",
     ])
     report = read_report(pytester.path / "report.json")

@@ -121,7 +121,7 @@ def test_run_information_summary_figures_and_charts() -> None:
     assert accuracy_name({"neighbours": True}) == "execution accuracy with neighbour databases"
     for shown in ("gpt-x prompt 7", "2026-11-27 12:02:40 UTC", "e6e6ae7e74604c2c068aa5b9ab65944aa66d355e+dirty",
                   "per case", "execution accuracy with neighbour databases", "25.0%", "1 / 4 judged cases",
-                  "on the cases&#x27; own databases alone", "75.0%", "strict (fragile passes counted as failures)",
+                  "one-database execution accuracy", "the cases&#x27; own databases alone", "75.0%", "strict (fragile passes counted as failures)",
                   "1 fragile pass(es)", "exact match (Spider, without values)", "50.0%", "2 / 4 cases",
                   "row F1 0.625", "term selection (macro)", "P 0.500 · R 1.000", "nondeterministic golds",
                   "by hardness", "By database (1)"):

@@ -353,3 +353,29 @@ def test_text_from_the_data_reaches_the_terminal_escaped_and_inert(pytester: pyt
     assert "known failure (baseline)" in out and "quarantined: flaky" in out and "NoNeighbours" in out  # each vector was shown
     assert "tag\\x1b]0;title\\x07" in out and "db\\x1b[31mx.sqlite" in out  # as escapes
     assert _unsafe_lines(out) == []
+
+
+# --------------------------------------------------------------------------- 7. the one-database figure's name
+
+
+def test_the_one_database_figure_is_not_called_spider_s(tmp_path: Path) -> None:
+    from pytest_nl2sql.gate.compare import render_text
+    from pytest_nl2sql.plugin.terminal import summary_lines
+    from pytest_nl2sql.reports.html import render_html
+    from pytest_nl2sql.reports.md import render_markdown
+
+    data = a_report(4, neighbours={"checked": 3, "failed": 0, "fragile": 0})
+    summary = data["summary"]
+    assert summary["neighbours"] and summary["single_db_accuracy"] is not None
+    lines = summary_lines(summary)
+    one_db = [line for line in lines if "one-database execution accuracy" in line]
+    assert len(one_db) == 1 and "2/4 = 50.0%" in one_db[0] and "--nl2sql-compat=spider" in one_db[0]
+    (tmp_path / "a.json").write_text(json.dumps(data), encoding="utf-8")
+    comparison = compare_reports(read_run(tmp_path / "a.json"), read_run(tmp_path / "a.json"))
+    texts = {"terminal": "\n".join(lines), "md": render_markdown(data), "html": render_html(data),
+             "compare": "\n".join(render_text(comparison))}
+    for name, text in texts.items():
+        assert "Spider's execution accuracy" not in text and "(Spider's)" not in text, name
+        assert "one-database execution accuracy" in text, name
+    for name in ("md", "html"):
+        assert "--nl2sql-compat=spider" in texts[name], name

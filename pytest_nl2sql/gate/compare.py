@@ -284,7 +284,7 @@ def _figures(a: Run, b: Run) -> list[Figure]:
 
     name = "execution accuracy" + (" (with neighbour databases)" if neighbours_named(a) or neighbours_named(b) else "")
     figures = []
-    for title, counts_of in ((name, overall), ("own databases alone (Spider's)", own),
+    for title, counts_of in ((name, overall), ("one-database execution accuracy", own),
                              ("strict (fragile passes fail)", strict), ("exact set match", exact)):
         ca, cb = counts_of(a), counts_of(b)
         if ca is not None or cb is not None:

@@ -171,12 +171,14 @@ def model_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def neighbour_lines(summary: dict[str, Any], judged: int) -> list[str]:
-    """The accuracy on the cases' own databases alone (comparable with leaderboards), and what the
+    """The accuracy on the cases' own databases alone (one database per case, as leaderboards run, but by this
+    plugin's comparison: not the official Spider figure, which compat mode gives), and what the
     neighbour databases changed; golds whose result is not determined."""
     lines = []
     neighbours = summary.get("neighbours")
     if neighbours and judged:
-        lines.append(f"  on the cases' own databases alone (Spider's execution accuracy) {percent(summary['single_db_passed'], judged)}; neighbour databases failed "
+        lines.append(f"  one-database execution accuracy (the cases' own databases alone, by this plugin's comparison; not the official "
+                     f"Spider figure, which --nl2sql-compat=spider gives) {percent(summary['single_db_passed'], judged)}; neighbour databases failed "
                      f"{neighbours['caught']} prediction{'s' if neighbours['caught'] != 1 else ''} right there "
                      f"({neighbours['databases']} databases checked over {neighbours['cases']} cases)")
         fragile = summary.get("fragile") or 0

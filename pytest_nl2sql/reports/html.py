@@ -245,8 +245,9 @@ def _summary_section(summary: Mapping[str, Any], items: Sequence[Mapping[str, An
     )]
     if summary.get("neighbours") and summary.get("single_db_accuracy") is not None:
         cards.append(_card(
-            "on the cases' own databases alone", esc(_percent(summary.get("single_db_accuracy"))),
-            "no neighbour databases: Spider's execution accuracy",
+            "one-database execution accuracy", esc(_percent(summary.get("single_db_accuracy"))),
+            esc("the cases' own databases alone, no neighbour databases; not the official Spider figure, which ")
+            + "<code>--nl2sql-compat=spider</code> gives",
             esc(f"{_count(summary['neighbours'].get('caught'))} failed only on a neighbour database")
             if isinstance(summary["neighbours"], Mapping) else "",
         ))

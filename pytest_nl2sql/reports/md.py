@@ -93,7 +93,8 @@ def _headline(summary: Mapping[str, Any]) -> str:
     line = f"### pytest-nl2sql: {accuracy_name(summary)} {_ratio(passed, judged)}" + (f" (95% CI {interval})" if interval else "")
     notes = []
     if summary.get("neighbours") and summary.get("single_db_accuracy") is not None:
-        notes.append(f"on the cases' own databases alone (no neighbour databases; Spider's execution accuracy): {_percent(summary['single_db_accuracy'])}")
+        notes.append(f"one-database execution accuracy (the cases' own databases alone, no neighbour databases; not the official "
+                     f"Spider figure, which `--nl2sql-compat=spider` gives): {_percent(summary['single_db_accuracy'])}")
         if summary.get("strict_accuracy") is not None:
             notes.append(f"strict (fragile passes counted as failures): {_percent(summary['strict_accuracy'])}; "
                          f"{summary.get('fragile') or 0} fragile pass(es)")
