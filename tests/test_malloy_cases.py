@@ -90,7 +90,9 @@ def test_a_predictions_file_and_the_hook_give_the_same_verdicts(pytester: pytest
     assert verdicts == {k: (i["verdict"], i["reason"], i["predicted"], i["predicted_malloy"]) for k, i in from_hook.items()}
     assert {k: v[0] for k, v in verdicts.items()} == EXPECTED
     recorded = [json.loads(line) for line in (suite_dir / "recorded.jsonl").read_text().splitlines()]
-    assert {r["id"]: r["predicted_malloy"] for r in recorded} == {k: m for k, (_, m) in ANSWERS.items()}
+    # each answer as the model gave it (a Markdown one as raw_prediction, the Malloy in its fence as predicted_malloy)
+    assert {r["id"]: r.get("raw_prediction", r["predicted_malloy"]) for r in recorded} == {k: m for k, (_, m) in ANSWERS.items()}
+    assert {r["id"]: r["predicted_malloy"] for r in recorded}["fenced"] == ANSWERS["right"][1]
 
 
 def test_a_model_of_the_user_s_own_is_used_whatever_its_connection_is_called(pytester: pytest.Pytester, suite_dir: Path) -> None:

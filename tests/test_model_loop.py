@@ -155,7 +155,8 @@ def test_a_recording_keeps_every_answer_and_replays_them(suite: pytest.Pytester)
     for case_id, item in live.items():
         for field in ("verdict", "predicted", "raw_prediction", "repeats", "reason"):
             assert replayed[case_id][field] == item[field], (case_id, field)
-        assert (replayed[case_id]["attempts"], replayed[case_id]["usage"]) == (0, None)  # the model was not asked
+        # the model was not asked; the usage it reported was recorded with its answers
+        assert (replayed[case_id]["attempts"], replayed[case_id]["usage"]) == (0, item["usage"])
     assert read_report(suite.path / "replay.json")["summary"]["pass_at_k"] == read_report(suite.path / "live.json")["summary"]["pass_at_k"]
 
 

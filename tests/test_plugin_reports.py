@@ -58,6 +58,7 @@ CSV_COLUMNS = [
     "missing_rows", "extra_rows", "near_miss", "predicted_result", "column_precision", "column_recall",
     "column_f1", "row_precision", "row_recall", "row_f1", "run_label", "run_started", "run_commit",
     "raw_prediction", "attempts", "prompt_tokens", "completion_tokens", "cost", "repeats_k", "repeats_passed",
+    "predicted_malloy", "retries",
 ]
 GREEN, RED, YELLOW = "C6EFCE", "FFC7CE", "FFEB9C"
 

@@ -3,12 +3,13 @@
 A directory holds result files instead (spec 004's execution-result mode): `<id>.csv` per case,
 each the predicted result as CSV (a `PredictedResult`); a case without its file has no prediction.
 
-Two file formats: JSONL (`{"id", "predicted" | "predicted_malloy" | "selection", "file"?, "key"?}` per line, matched by id
+Two file formats: JSONL (`{"id", "predicted" | "predicted_malloy" | "selection", "file"?, "key"?, "usage"?}` per line, matched by id
 and, when given, by file; a recording adds `raw_prediction`, the answer as the model gave it, which
-is replayed instead of `predicted`, and with `--nl2sql-repeat` `samples`, every answer of the case), and Spider's one-query-per-line `.sql`/`.txt` (aligned with the order of
+is replayed instead of `predicted`, `usage`, the tokens and cost the model reported, and with `--nl2sql-repeat` `samples`, every answer of the case), and Spider's one-query-per-line `.sql`/`.txt` (aligned with the order of
 the cases; a TAB ends the query, as in Spider's `SQL<TAB>db_id` files; blank lines are kept as empty
 predictions so that the alignment never shifts). BIRD's `{"0": "SQL\\t----- bird -----\\tdb"}` JSON
-is read as aligned too.
+is read as aligned too. A JSONL line gives one answer for one case: a line with two answers, or a
+case given by two lines, is an error naming the line (which one was meant cannot be told).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,22 @@ class PredictedResult:
 @dataclass(frozen=True)
 class PredictedMalloy:
     """A prediction written in Malloy (the case key or JSONL key `predicted_malloy`, or a hook's
-    `{"malloy": TEXT}`): compiled to the SQL of the case's engine before it is judged."""
+    `{"malloy": TEXT}`): compiled to the SQL of the case's engine before it is judged. `raw` is
+    the answer as given when it was Markdown (`text` being the query in its fenced block)."""
 
     text: str
+    raw: str | None = None
+
+    @classmethod
+    def of(cls, answer: str) -> "PredictedMalloy":
+        """A Malloy answer, unfenced as a SQL answer is (`answer.extract_sql`): the query in its
+        fenced block, the answer kept as `raw`; an answer without one fence is kept as it is."""
+        from pytest_nl2sql.judge.answer import extract_sql  # which imports this module
+
+        extracted = extract_sql(answer)
+        if extracted.problem is None and extracted.sql is not None and extracted.sql != answer:
+            return cls(extracted.sql, raw=answer)
+        return cls(answer)
 
     def __str__(self) -> str:
         return self.text
@@ -55,15 +69,19 @@ class Prediction:
     error: str | None = None  # the predictor raised when this was recorded: replayed as predictor_error
     no_answer: bool = False  # the predictor answered nothing when this was recorded: not asked again
     samples: tuple["Prediction", ...] = ()  # a recording under --nl2sql-repeat: every answer, the first included
+    usage: dict[str, int | float] | None = None  # the tokens and cost of this answer, as recorded
 
     def sample(self, index: int) -> "Prediction | None":
         """The case's answer number `index` (0-based). A recording holds the answers it recorded (None
-        past them: the model was not asked that often); any other prediction is the same every time."""
+        past them: the model was not asked that often); any other prediction is the same every time
+        (its usage counted once: it was made once)."""
         if index == 0:
             return self
         if self.samples:
             return self.samples[index] if index < len(self.samples) else None
-        return None if self.key is not None else self
+        if self.key is not None:
+            return None
+        return self if self.usage is None else replace(self, usage=None)
 
 
 class PredictionsFileError(ValueError):
@@ -176,6 +194,7 @@ def load_predictions(path: Path) -> PredictionStore:
         return PredictionStore(path=path, aligned=tuple(read_aligned_predictions(path)))
     by_id: dict[str, list[tuple[str | None, Prediction]]] = {}
     records: list[PredictionRecord] = []
+    lines_of: dict[str, list[PredictionRecord]] = {}  # the lines of each id so far
     for number, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
@@ -188,47 +207,82 @@ def load_predictions(path: Path) -> PredictionStore:
             raise PredictionsFileError(path, number, "each line needs an \"id\"")
         if not isinstance(record["id"], (str, int)) or isinstance(record["id"], bool):
             raise PredictionsFileError(path, number, f"\"id\" must be a string or a number, not {type(record['id']).__name__}")
-        if "selection" in record:
-            value = record["selection"]
-        elif "predicted" in record:
-            value = record["predicted"]
-        elif "predicted_malloy" in record:
-            if not isinstance(record["predicted_malloy"], str):
-                raise PredictionsFileError(path, number, f"\"predicted_malloy\" must be Malloy text, not {type(record['predicted_malloy']).__name__}")
-            value = PredictedMalloy(record["predicted_malloy"])
-        elif "error" in record or record.get("no_answer") is True:
-            value = None
-        else:
+        given = _answer_fields(record)
+        if len(given) > 1:
+            raise PredictionsFileError(path, number, f"a line gives one answer, and this one has both {given[0]} and {given[1]}")
+        if given == ['"predicted_malloy"'] and not isinstance(record["predicted_malloy"], str):
+            raise PredictionsFileError(path, number, f"\"predicted_malloy\" must be Malloy text, not {type(record['predicted_malloy']).__name__}")
+        if not given and "error" not in record and record.get("no_answer") is not True:
             raise PredictionsFileError(path, number, "each line needs \"predicted\" (SQL), \"predicted_malloy\" (Malloy) or \"selection\" (terms)")
         file = record.get("file")
         if file is not None and not isinstance(file, str):
             raise PredictionsFileError(path, number, f"\"file\" must be a string, not {type(file).__name__}")
         case_id = str(record["id"])
+        earlier = _same_case(lines_of.get(case_id, ()), file)
+        if earlier is not None:
+            where = f"for {earlier.file}" if earlier.file is not None else "for every file"
+            raise PredictionsFileError(path, number, f"id {case_id!r} is given again (first on line {earlier.line}, {where}): "
+                                                     "one line per case")
         key = record.get("key")
         samples = record.get("samples")
         if samples is not None and not (isinstance(samples, list) and all(isinstance(x, Mapping) for x in samples)):
             raise PredictionsFileError(path, number, "\"samples\" must be a list of objects (one per answer)")
-        prediction = Prediction(_recorded_value(record, value), key, record.get("error"), no_answer=record.get("no_answer") is True,
-                                samples=tuple(_sample_of(x, key) for x in samples or ()))
+        for index, entry in enumerate(samples or ()):
+            both = _answer_fields(entry)
+            if len(both) > 1:
+                raise PredictionsFileError(path, number, f"samples[{index}] has both {both[0]} and {both[1]}: one answer each")
+        try:
+            prediction = Prediction(_recorded_value(record), key, record.get("error"), no_answer=record.get("no_answer") is True,
+                                    samples=tuple(_sample_of(x, key) for x in samples or ()), usage=_usage(record))
+        except ValueError as e:
+            raise PredictionsFileError(path, number, str(e)) from None
         by_id.setdefault(case_id, []).append((file, prediction))
         records.append(PredictionRecord(number, case_id, file))
+        lines_of.setdefault(case_id, []).append(records[-1])
     return PredictionStore(path=path, by_id={k: tuple(v) for k, v in by_id.items()}, records=tuple(records))
 
 
-def _recorded_value(record: Mapping[str, Any], value: Any) -> Any:
-    """A recorded answer replays as the model gave it (`raw_prediction`, e.g. Markdown), so that
-    the SQL taken out of it, and the item's `raw_prediction`, are those of the live run."""
+_ANSWER_FIELDS = ("predicted", "predicted_malloy", "selection")
+
+
+def _answer_fields(record: Mapping[str, Any]) -> list[str]:
+    """The answers a line (or a recorded sample) gives, quoted for a message."""
+    return [f'"{name}"' for name in _ANSWER_FIELDS if name in record]
+
+
+def _same_case(earlier: Iterable[PredictionRecord], file: str | None) -> PredictionRecord | None:
+    """The earlier line of the same id (`earlier`) that is for the same case: the same file, or no
+    file on either (a line without a file is for the id in every file)."""
+    for record in earlier:
+        if record.file is None or file is None or record.file.replace("\\", "/") == file.replace("\\", "/"):
+            return record
+    return None
+
+
+def _recorded_value(record: Mapping[str, Any]) -> Any:
+    """The answer of a line (or a recorded sample). A recorded answer replays as the model gave it
+    (`raw_prediction`, e.g. Markdown), so that the SQL taken out of it, and the item's
+    `raw_prediction`, are those of the live run."""
     raw = record.get("raw_prediction")
-    return raw if isinstance(raw, str) else value
+    if isinstance(record.get("predicted_malloy"), str):
+        return PredictedMalloy.of(raw if isinstance(raw, str) else record["predicted_malloy"])
+    if isinstance(raw, str):
+        return raw
+    return record.get("selection", record.get("predicted"))
+
+
+def _usage(record: Mapping[str, Any]) -> dict[str, int | float] | None:
+    """The answer's recorded `usage` (what the model reported: tokens, cost), checked as a hook's is."""
+    from pytest_nl2sql.judge.answer import usage_of  # which imports this module
+
+    return usage_of(record.get("usage"))
 
 
 def _sample_of(entry: Mapping[str, Any], key: str | None) -> Prediction:
     """One recorded answer of a repeated case (`{"predicted"}`, `{"predicted_malloy"}`, `{"selection"}`,
-    `{"error"}` or `{"no_answer"}`)."""
-    value = entry.get("selection", entry.get("predicted"))
-    if value is None and isinstance(entry.get("predicted_malloy"), str):
-        value = PredictedMalloy(entry["predicted_malloy"])
-    return Prediction(_recorded_value(entry, value), key, entry.get("error"), no_answer=entry.get("no_answer") is True)
+    `{"error"}` or `{"no_answer"}`, with its `usage`)."""
+    return Prediction(_recorded_value(entry), key, entry.get("error"), no_answer=entry.get("no_answer") is True,
+                      usage=_usage(entry))
 
 
 def load_result_directory(path: Path) -> PredictionStore:

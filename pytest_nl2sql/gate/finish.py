@@ -25,6 +25,7 @@ from pytest_nl2sql.gate.baseline import (
 )
 from pytest_nl2sql.gate.run import HistoryError, RunInfo, append_history, read_history
 from pytest_nl2sql.gate.thresholds import Threshold, check_thresholds
+from pytest_nl2sql.judge.pipeline import INVALID_CASE
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
 from pytest_nl2sql.reports import write_report
@@ -47,6 +48,7 @@ class Gate:
     history: Path | None = None
     reports: Sequence[tuple[str, Path]] = ()  # (format, path)
     fail_under: Sequence[Threshold] = ()
+    unread_files: Sequence[tuple[str, str]] = ()  # (case file relative to rootdir, why): collection errors
 
 
 @dataclass
@@ -142,15 +144,46 @@ def _update_baseline(gate: Gate, results: Sequence[CaseResult], report: dict[str
             previous = load_baseline(gate.baseline_path)  # its cases not run now are kept
         except BaselineError as e:
             messages.append(f"the old baseline could not be read ({e}): written from scratch")
-    items, kept = _keeping_unpredicted(report["items"], previous, gate)
+    unread = _unread_files(results, gate.unread_files)
+    items, kept = _keeping_unpredicted([item for item in report["items"] if item["file"] not in unread], previous, gate)
     if kept:
         messages.append(f"{kept} case(s) could not be predicted (predictor_error): their earlier baseline entries are kept")
+    for file, why in unread.items():
+        count = _entries_of(previous, file, gate.rootdir)
+        messages.append(f"baseline: {file} could not be read ({why}): "
+                        + (f"its {count} entries are kept as they were; fix the file and update again" if count
+                           else "none of its cases is written"))
     try:
-        replaced = sorted({r.file for r in results}) if full else None  # a deleted case leaves only then
-        write_baseline(gate.baseline_path, items, previous=previous, rootdir=gate.rootdir, replaced_files=replaced)
-        messages.append(f"baseline written: {gate.baseline_path} ({len(results)} cases)")
+        replaced = sorted({r.file for r in results} - set(unread)) if full else None  # a deleted case leaves only then
+        untouched = write_baseline(gate.baseline_path, items, previous=previous, rootdir=gate.rootdir, replaced_files=replaced)
+        note = f"; {untouched} entries of cases not judged in this run kept as they were" if untouched else ""
+        messages.append(f"baseline written: {gate.baseline_path} ({len(items)} cases{note})")
     except OSError as e:  # a BaselineWriteError names the path and what is wrong
         failures.append(f"nl2sql: {e}")
+
+
+def _unread_files(results: Sequence[CaseResult], collection_errors: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The case files that could not be read, each with why: a collection error, or an entry the
+    file could not give (an invalid case: YAML that does not parse, an unknown key). An update
+    keeps their baseline entries as they were: what this run made of them is no verdict."""
+    unread = {file: why for file, why in collection_errors}
+    prefix = f"{INVALID_CASE}: "
+    for result in results:
+        if result.verdict is Verdict.GOLD_ERROR and (result.reason or "").startswith(prefix):
+            unread.setdefault(result.file, _shortened(result.reason[len(prefix):]))
+    return unread
+
+
+def _entries_of(previous: Baseline | None, file: str, rootdir: Path) -> int:
+    if previous is None:
+        return 0
+    key = key_relative_to(Path(previous.path).resolve().parent, rootdir / file)
+    return sum(1 for entry_file, _ in previous.entries if entry_file == key)
+
+
+def _shortened(text: str, limit: int = 160) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _keeping_unpredicted(items: Sequence[dict[str, Any]], previous: Baseline | None, gate: Gate) -> tuple[list[dict[str, Any]], int]:

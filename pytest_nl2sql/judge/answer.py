@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_nl2sql.cases.predictions import PredictedMalloy
+from pytest_nl2sql.cases.predictions import PredictedMalloy, PredictedResult
+from pytest_nl2sql.engines.base import Limits
+
+# The longest answer read: as long as the longest query judged (`Limits.max_sql_chars`), far past a
+# model's completion (a 128k-token one is about 500,000 characters). Longer is refused before it is
+# unfenced, encoded or copied: a gigabyte from a broken hook must not take gigabytes more to refuse.
+MAX_ANSWER_CHARS = Limits().max_sql_chars
 
 # An opening code fence (CommonMark: up to three spaces, three or more ` or ~, an info string that,
 # for backticks, holds no backtick: "```sql SELECT 1```" on one line is a code span, not a fence).
@@ -45,7 +51,11 @@ def extract_sql(answer: str) -> Extracted:
     """The query in a Markdown answer. No fence: the answer as it is. One fenced block (```` ```sql ````,
     a bare ```` ``` ````, `~~~`, any tag): its text. Several: the last block tagged as SQL (models
     that revise a query put the final one last); several and none tagged SQL: ambiguous, a problem.
-    A fence left open (an answer cut at the token limit) runs to the end, as in CommonMark."""
+    A fence left open (an answer cut at the token limit) runs to the end, as in CommonMark.
+    An answer over `MAX_ANSWER_CHARS` is a problem, found before it is split into lines."""
+    if len(answer) > MAX_ANSWER_CHARS:
+        return Extracted(None, f"the prediction is {len(answer):,} characters long, over the {MAX_ANSWER_CHARS:,} "
+                               "a query (or an answer around one) may have; it was not run")
     blocks = _fenced_blocks(answer)
     if blocks is None:
         return Extracted(answer)
@@ -158,6 +168,17 @@ def add_usage(total: dict[str, int | float] | None, more: dict[str, int | float]
 ANSWER_KEYS = ("sql", "malloy", "selection", "usage")
 
 
+# What a hook may answer besides text: the pipeline judges these (a number is "not SQL text", a
+# list is a term selection); anything else is refused here, before anything calls its __str__.
+_PLAIN = (type(None), int, float, PredictedMalloy, PredictedResult)
+MAX_ANSWER_DEPTH = 32  # a term selection is four levels deep
+
+
+class AnswerRefused(ValueError):
+    """A hook's answer that is not read at all (too long, or an object that is no answer): the
+    hook's failure, `predictor_error`; `str()` says why."""
+
+
 @dataclass(frozen=True)
 class Unpacked:
     value: Any
@@ -168,9 +189,10 @@ def unpack_answer(value: Any) -> Unpacked:
     """A hook's return value: SQL text (or a term selection), or `{"sql": TEXT, "usage": {...}}`,
     `{"malloy": TEXT, "usage": {...}}` for a Malloy query (`{"selection": [...], "usage": {...}}` for
     term-selection cases). A mapping that is none of these is a ValueError naming its keys, rather
-    than a prediction nobody can judge."""
+    than a prediction nobody can judge; an answer over `MAX_ANSWER_CHARS`, or an object that is no
+    answer, is `AnswerRefused` (its size is read first, before it is copied or unfenced)."""
     if not isinstance(value, Mapping):
-        return Unpacked(value)
+        return Unpacked(_answer(value))
     keys = [str(k) for k in value]
     unknown = [k for k in keys if k not in ANSWER_KEYS]
     answers = [k for k in ("sql", "malloy", "selection") if k in value]
@@ -178,10 +200,56 @@ def unpack_answer(value: Any) -> Unpacked:
         raise ValueError(f"the predictor returned a mapping with keys {keys}: return SQL text, or "
                          '{"sql": TEXT, "usage": {"prompt_tokens", "completion_tokens", "cost"}} (or "malloy": TEXT)')
     if answers == ["malloy"]:
-        if not isinstance(value["malloy"], str):
-            raise ValueError(f'"malloy" must be the Malloy query as text, not {type(value["malloy"]).__name__}')
-        return Unpacked(PredictedMalloy(value["malloy"]), usage_of(value.get("usage")))
-    return Unpacked(value[answers[0]], usage_of(value.get("usage")))
+        text = value["malloy"]
+        if not isinstance(text, str):
+            raise ValueError(f'"malloy" must be the Malloy query as text, not {type(text).__name__}')
+        return Unpacked(PredictedMalloy.of(_answer(text)), usage_of(value.get("usage")))
+    return Unpacked(_answer(value[answers[0]]), usage_of(value.get("usage")))
+
+
+def _answer(value: Any) -> Any:
+    """The hook's answer as the pipeline takes it: text within `MAX_ANSWER_CHARS` (a subclass of
+    str as the plain str it holds: its own `__str__` may raise), a plain value, a term selection as
+    plain JSON data (lists, mappings, text, numbers; within the same cap in all), else refused."""
+    if isinstance(value, (str, bytes, bytearray)):
+        length = (str.__len__ if isinstance(value, str) else len)(value)
+        if length > MAX_ANSWER_CHARS:
+            unit = "characters" if isinstance(value, str) else "bytes"
+            raise AnswerRefused(f"the predictor's answer is {length:,} {unit} long, over the {MAX_ANSWER_CHARS:,} "
+                                "characters an answer may have: refused unread")
+        return str.__str__(value) if type(value) not in (str, bytes) and isinstance(value, str) else value
+    if isinstance(value, (list, tuple, Mapping)):
+        return _data(value, [MAX_ANSWER_CHARS], 0)
+    if isinstance(value, _PLAIN):
+        return value
+    raise AnswerRefused(f"the prediction must be SQL text, not {type(value).__name__}")
+
+
+def _data(value: Any, left: list[int], depth: int) -> Any:
+    """`value` as plain JSON data (a copy: lists, dicts with text keys, text, numbers, booleans,
+    None), its text counted against `left`; anything else, or too deep, is refused."""
+    if depth > MAX_ANSWER_DEPTH:
+        raise AnswerRefused(f"the prediction is nested deeper than {MAX_ANSWER_DEPTH} levels: refused unread")
+    if isinstance(value, str):
+        left[0] -= str.__len__(value) + 2
+        if left[0] < 0:
+            raise AnswerRefused(f"the predictor's answer holds more than the {MAX_ANSWER_CHARS:,} characters "
+                                "an answer may have: refused unread")
+        return str.__str__(value)
+    if value is None or type(value) in (bool, int, float):
+        left[0] -= 8
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_data(v, left, depth + 1) for v in value]
+    if isinstance(value, Mapping):
+        out = {}
+        for key, v in value.items():
+            if not isinstance(key, str):
+                raise AnswerRefused(f"the prediction's mappings must have text keys, not {type(key).__name__}")
+            out[_data(key, left, depth + 1)] = _data(v, left, depth + 1)
+        return out
+    raise AnswerRefused(f"the prediction must be SQL text or a term selection (lists, mappings, text, numbers), "
+                        f"and it holds a {type(value).__name__}")
 
 
 # --- failures worth asking again ----------------------------------------------------------------------

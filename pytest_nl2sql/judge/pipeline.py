@@ -68,6 +68,9 @@ from pytest_nl2sql.vocab import BaselineStatus, FragilePolicy, Kind, NearMiss, R
 # measured (benchmarks/mutations.py), few enough that a Spider dev run stays within the official
 # evaluator's time (benchmarks/spider_dev.py).
 DEFAULT_NEIGHBOURS = 3
+# How the reason of an entry its case file could not give begins: a baseline update keeps that
+# file's entries as they were (gate/finish.py), whatever this run made of the file's other cases.
+INVALID_CASE = "invalid case"
 
 
 class MalloySetupError(Exception):
@@ -246,7 +249,7 @@ class Pipeline:
     def invalid(self, entry: InvalidCase, label: CaseLabel) -> CaseOutcome:
         """An entry of a case file that could not be read: broken, naming its file and line."""
         where = f"{label.file}:{entry.line}" if entry.line else label.file
-        message = f"invalid case: {where}: {entry.message}"  # the JSON item names file and line, as the terminal does
+        message = f"{INVALID_CASE}: {where}: {entry.message}"  # the JSON item names file and line, as the terminal does
         result = CaseResult(id=entry.id, nodeid=label.nodeid, file=label.file, position=label.position,
                             kind=Kind.SQL, verdict=Verdict.GOLD_ERROR, reason=message)
         return CaseOutcome(result, f"{where}: {entry.message}")

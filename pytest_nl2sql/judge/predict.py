@@ -26,7 +26,7 @@ from typing import Any
 
 from pytest_nl2sql.cases.predictions import PredictedMalloy, PredictedResult, PredictionStore, prediction_key
 from pytest_nl2sql.cases.read import Case
-from pytest_nl2sql.judge.answer import is_transient, unpack_answer
+from pytest_nl2sql.judge.answer import AnswerRefused, is_transient, unpack_answer
 
 DEFAULT_SAMPLE_ROWS = 3  # `case.sample_rows(table)`: the "schema plus three rows" prompt (Rajkumar et al. 2022)
 MAX_SAMPLE_ROWS = 1000
@@ -176,9 +176,13 @@ class PredictionOutcome:
     attempts: int = 0  # calls of the hook (retries included); 0 when the hook was not asked
     usage: dict[str, int | float] | None = None  # tokens and cost, as the hook reported them
     samples: tuple["PredictionOutcome", ...] = ()  # --nl2sql-repeat: the case's other answers, in order
+    retries: int = 0  # calls of the hook after a transient failure (`attempts` less the first tries)
+    failed_after: int = 0  # the attempts of a request that still failed after retries (0: none did)
 
     def report_fields(self) -> dict[str, Any]:
-        """What a case result keeps of its prediction's provenance (`--nl2sql-record` reads it)."""
+        """What a case result keeps of its prediction's provenance (`--nl2sql-record` reads it), and
+        the hook's retries over all the case's answers (`retries`), with the attempts of a first
+        answer that still failed after them (`failed_after`)."""
         extra: dict[str, Any] = {"prediction_source": self.source}
         if (self.source == PredictionSource.HOOK or self.hook_silent) and self.key:
             extra["key"] = self.key
@@ -188,6 +192,11 @@ class PredictionOutcome:
             extra["error"] = self.error
             if self.traceback:
                 extra["traceback"] = self.traceback
+        retries = self.retries + sum(answer.retries for answer in self.samples)
+        if retries:
+            extra["retries"] = retries
+        if self.failed_after:
+            extra["failed_after"] = self.failed_after
         return extra
 
 
@@ -196,21 +205,37 @@ NO_PREDICTOR: Any = type("NoPredictor", (), {"__repr__": lambda self: "NO_PREDIC
 
 DEFAULT_RETRIES = 2
 DEFAULT_RETRY_WAIT = 1.0
+MAX_RETRIES = 20  # --nl2sql-retries: more is an outage, not a hiccup
+MAX_RETRY_WAIT = 600.0  # --nl2sql-retry-wait, in seconds
+MAX_BACKOFF = 60.0  # each wait doubles up to this (or up to the first wait, when that is longer)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
     """How a hook that fails transiently (`answer.is_transient`: a timeout, a dropped connection,
     HTTP 429 or 5xx) is asked again: up to `retries` more times, waiting `wait`, then twice that,
-    and so on (exponential backoff). `sleep` is injectable, so that tests never wait."""
+    and so on (exponential backoff), each wait at most `MAX_BACKOFF` seconds (or `wait` when longer).
+    `sleep` is injectable, so that tests never wait."""
 
     retries: int = DEFAULT_RETRIES
     wait: float = DEFAULT_RETRY_WAIT
     sleep: Callable[[float], None] = dataclasses.field(default=time.sleep, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        self.check(self.retries, self.wait)
+
+    @staticmethod
+    def check(retries: Any, wait: Any, names: tuple[str, str] = ("retries", "retry_wait")) -> None:
+        """A ValueError naming the option (`names`: how the caller spells the two) that is out of
+        bounds: `retries` a whole number from 0 to MAX_RETRIES, `wait` seconds from 0 to MAX_RETRY_WAIT."""
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
+            raise ValueError(f"{names[0]} must be 0 (never ask again) or more, up to {MAX_RETRIES}, not {retries!r}")
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= MAX_RETRY_WAIT:
+            raise ValueError(f"{names[1]} must be a number of seconds from 0 to {MAX_RETRY_WAIT:g}, not {wait!r}")
+
     def delay(self, attempt: int) -> float:
         """The wait after failed attempt number `attempt` (1-based)."""
-        return self.wait * 2 ** (attempt - 1)
+        return min(self.wait * 2.0 ** min(attempt - 1, 64), max(self.wait, MAX_BACKOFF))
 
 
 @dataclass(frozen=True)
@@ -234,7 +259,8 @@ class Predictor:
             stored = stored.sample(request.sample)
         replay = stored is not None and stored.key is not None and stored.key == request.key
         if replay and not stored.no_answer:  # the hook's own answer to this very request, recorded
-            return PredictionOutcome(stored.value, PredictionSource.FILE, error=stored.error, dialect=request.dialect)
+            return PredictionOutcome(stored.value, PredictionSource.FILE, error=stored.error, dialect=request.dialect,
+                                     usage=stored.usage)
         silent = replay  # recorded: the hook answered nothing to this very request; it is not asked again
         if self.hook is not None and not replay:
             outcome = self.ask(request)
@@ -248,13 +274,14 @@ class Predictor:
     def _fallback(case: Case, stored: Any) -> PredictionOutcome:
         """Where a prediction comes from when the hook gives none: the file, then the case."""
         if stored is not None:
-            return PredictionOutcome(stored.value, PredictionSource.FILE, stale=stored.key is not None)
+            stale = stored.key is not None
+            return PredictionOutcome(stored.value, PredictionSource.FILE, stale=stale, usage=None if stale else stored.usage)
         if case.predicted is not None:
             return PredictionOutcome(case.predicted, PredictionSource.CASE)
         if case.predicted_result is not None:
             return PredictionOutcome(PredictedResult(case.predicted_result), PredictionSource.CASE)
         if case.predicted_malloy is not None:
-            return PredictionOutcome(PredictedMalloy(case.predicted_malloy), PredictionSource.CASE)
+            return PredictionOutcome(PredictedMalloy.of(case.predicted_malloy), PredictionSource.CASE)
         return PredictionOutcome(None, PredictionSource.NONE)
 
     def ask(self, request: PredictionRequest) -> PredictionOutcome:
@@ -276,18 +303,21 @@ class Predictor:
                     continue
                 tried = f" (after {attempts} attempts)" if attempts > 1 else ""
                 return PredictionOutcome(None, PredictionSource.HOOK, time.perf_counter() - started, error=_one_line(e) + tried,
-                                         traceback=_user_traceback(e), key=request.key, attempts=attempts)
+                                         traceback=_user_traceback(e), key=request.key, attempts=attempts,
+                                         retries=attempts - 1, failed_after=attempts if attempts > 1 else 0)
         latency = time.perf_counter() - started
         if value is NO_PREDICTOR:  # no model to record: the request's key is not worth hashing
             return PredictionOutcome(value, PredictionSource.HOOK, latency, dialect=request.dialect)
         try:
-            answer = unpack_answer(value)
+            answer = unpack_answer(value)  # an answer too long is refused here, before anything copies it
         except Exception as e:  # noqa: BLE001 - a usage object whose attributes raise: the hook's failure, not ours
-            reason = str(e) if isinstance(e, ValueError) else _one_line(e)
-            return PredictionOutcome(None, PredictionSource.HOOK, latency, error=f"malformed answer: {reason}", key=request.key,
-                                     attempts=attempts)
+            reason = str(e) if isinstance(e, AnswerRefused) else f"malformed answer: {e if isinstance(e, ValueError) else _one_line(e)}"
+            return PredictionOutcome(None, PredictionSource.HOOK, latency, error=reason, key=request.key,
+                                     attempts=attempts, retries=attempts - 1)
+        finally:
+            del value  # the hook's answer: a refused one is not held while the case is judged
         return PredictionOutcome(answer.value, PredictionSource.HOOK, latency, key=request.key, dialect=request.dialect,
-                                 attempts=attempts, usage=answer.usage)
+                                 attempts=attempts, usage=answer.usage, retries=attempts - 1)
 
     def _call(self, request: PredictionRequest) -> Any:
         value = self.hook(request)  # type: ignore[misc]

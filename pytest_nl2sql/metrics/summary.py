@@ -23,7 +23,7 @@ from pytest_nl2sql.gate.stats import percentile, wilson_interval
 from pytest_nl2sql.judge.answer import USAGE_KEYS
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.efficiency import summarize_efficiency
-from pytest_nl2sql.metrics.repeats import summarize_repeats
+from pytest_nl2sql.metrics.repeats import summarize_repeats, summarize_retries, without_recorded_answers
 from pytest_nl2sql.metrics.soft import mean_scores
 from pytest_nl2sql.metrics.termselection import aggregate_term_selection
 from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, Kind, Reason, Verdict
@@ -124,6 +124,7 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "execution_time": summarize_efficiency((r.passed, r.execution_time) for r in sql if not r.verdict.is_error),
         "near_miss": _near_misses(sql),
         "usage": summarize_usage(r.usage for r in results),
+        "retries": summarize_retries(r.extra for r in results),
         "pass_at_k": pass_at,
         "consistency": consistency,
         "quarantined": sum(1 for r in results if r.quarantine is not None),  # run and reported; a failure fails nothing
@@ -221,7 +222,7 @@ def _partial(partials: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def build_report(results: Iterable[CaseResult], summary: dict[str, Any]) -> dict[str, Any]:
     """The JSON report: the summary and every item in collection order. Every writer reads this."""
-    return {"summary": summary, "items": [r.to_json() for r in ordered(results)]}
+    return {"summary": summary, "items": [without_recorded_answers(r.to_json()) for r in ordered(results)]}
 
 
 def accuracy_name(summary: Mapping[str, Any]) -> str:

@@ -210,10 +210,10 @@ def _model_loop_options(values: dict[str, Any]) -> tuple[int, float, int]:
         repeat = int(values["nl2sql_repeat"])
     except ValueError as e:
         raise SettingsError(f"--nl2sql-retries / --nl2sql-retry-wait / --nl2sql-repeat: {e}") from e
-    if retries < 0:
-        raise SettingsError(f"--nl2sql-retries must be 0 (never ask again) or more, not {retries}")
-    if not wait >= 0 or wait == float("inf"):
-        raise SettingsError(f"--nl2sql-retry-wait must be a number of seconds >= 0, not {values['nl2sql_retry_wait']}")
+    try:
+        RetryPolicy.check(retries, wait, names=("--nl2sql-retries", "--nl2sql-retry-wait"))
+    except ValueError as e:
+        raise SettingsError(str(e)) from None
     if not 1 <= repeat <= MAX_REPEAT:
         raise SettingsError(f"--nl2sql-repeat must be from 1 to {MAX_REPEAT}, not {repeat}")
     return retries, wait, repeat

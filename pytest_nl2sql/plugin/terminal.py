@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_nl2sql.gate.run import PER_CASE
+from pytest_nl2sql.metrics.repeats import retries_text
 from pytest_nl2sql.metrics.summary import accuracy_interval, accuracy_name
 from pytest_nl2sql.shown import one_line, safe_lines
 
@@ -142,7 +143,7 @@ def predictor_error_lines(summary: dict[str, Any], judged: int) -> list[str]:
 def model_lines(summary: dict[str, Any]) -> list[str]:
     """What the model cost (the usage its hook reported) and how steady its answers are
     (`--nl2sql-repeat`)."""
-    lines = []
+    lines = [retries_text(summary["retries"])] if summary.get("retries") else []
     usage = summary.get("usage")
     if usage:
         total, mean = usage.get("total") or {}, usage.get("mean") or {}

@@ -35,6 +35,7 @@ COLUMNS = (
     "column_precision", "column_recall", "column_f1", "row_precision", "row_recall", "row_f1",
     "run_label", "run_started", "run_commit",
     "raw_prediction", "attempts", "prompt_tokens", "completion_tokens", "cost", "repeats_k", "repeats_passed",
+    "predicted_malloy", "retries",
 )
 SOFT_SCORE_COLUMNS = ("column_precision", "column_recall", "column_f1", "row_precision", "row_recall", "row_f1")  # the item's `soft_scores`
 USAGE_COLUMNS = ("prompt_tokens", "completion_tokens", "cost")  # the item's `usage`, one column each
@@ -98,6 +99,7 @@ def _row(item: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> list[
         **{key: (item.get("usage") or {}).get(key) for key in USAGE_COLUMNS},
         "repeats_k": (item.get("repeats") or {}).get("k"),
         "repeats_passed": (item.get("repeats") or {}).get("passed"),
+        "retries": (item.get("extra") or {}).get("retries"),  # the hook's calls after a transient failure
     }
     return [_cell(values[key]) for key in COLUMNS]
 

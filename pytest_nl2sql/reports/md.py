@@ -24,6 +24,7 @@ from typing import Any
 from pytest_nl2sql.files import atomic_write_text
 from pytest_nl2sql.gate.run import PER_CASE
 from pytest_nl2sql.gate.stats import SIGNIFICANCE, latency_percentiles
+from pytest_nl2sql.metrics.repeats import retries_text
 from pytest_nl2sql.metrics.summary import accuracy_interval, accuracy_name
 from pytest_nl2sql.reports import ReportWriteError, register
 from pytest_nl2sql.shown import escaped
@@ -162,7 +163,7 @@ def _other_metrics(summary: Mapping[str, Any], items: Sequence[Mapping[str, Any]
 
 def _model_metrics(summary: Mapping[str, Any]) -> list[str]:
     """What the model reported it used, and how its repeated answers fared (`--nl2sql-repeat`)."""
-    lines = []
+    lines = [f"- {retries_text(summary['retries'])}"] if isinstance(summary.get("retries"), Mapping) else []
     usage = summary.get("usage")
     if isinstance(usage, Mapping) and usage.get("total"):
         total, mean = usage["total"], usage.get("mean") or {}

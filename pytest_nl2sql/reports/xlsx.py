@@ -197,6 +197,7 @@ class Column:
     style: Callable[[Mapping[str, Any]], tuple[PatternFill, Font] | None] | None = None
     centred: bool = False  # small counts, kept clear of the text of the next column
     term_selection: bool = False  # shown only when the report has a term-selection case
+    shown_if: Callable[[Sequence[Mapping[str, Any]]], bool] | None = None  # shown only when the items have such a value
 
 
 def _write_table(ws: Worksheet, columns: Sequence[Column], rows: Iterable[Mapping[str, Any]]) -> None:
@@ -263,6 +264,31 @@ def _predicted(item: Mapping[str, Any]) -> Any:
     return predicted
 
 
+def _malloy(item: Mapping[str, Any]) -> Any:
+    return item.get("predicted_malloy")
+
+
+def _has_malloy(items: Sequence[Mapping[str, Any]]) -> bool:
+    return any(_malloy(item) is not None for item in items)
+
+
+def _usage(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    return lambda item: (item.get("usage") or {}).get(key)
+
+
+def _attempts(item: Mapping[str, Any]) -> Any:
+    return item.get("attempts") or None  # 0: the hook was not asked
+
+
+def _retries(item: Mapping[str, Any]) -> Any:
+    return (item.get("extra") or {}).get("retries")
+
+
+def _has_model(items: Sequence[Mapping[str, Any]]) -> bool:
+    """The hook was asked (or reported usage) for some case: the model's columns say what it cost."""
+    return any(_attempts(item) or item.get("usage") for item in items)
+
+
 def _macro(key: str) -> Callable[[Mapping[str, Any]], Any]:
     return lambda item: (item.get("term_selection") or {}).get(key)
 
@@ -303,6 +329,7 @@ OVERVIEW_COLUMNS = (
     Column("reason", 30, _reason, wrap=True),
     Column("gold SQL", 48, lambda i: i.get("gold"), wrap=True),
     Column("predicted SQL", 48, _predicted, wrap=True),
+    Column("predicted Malloy", 48, _malloy, wrap=True, shown_if=_has_malloy),
     Column("macro recall", 10, _macro("macro_recall"), number_format=SCORE, term_selection=True),
     Column("macro precision", 10, _macro("macro_precision"), number_format=SCORE, term_selection=True),
     Column("indicator selection details", 55, _details, wrap=True, term_selection=True),
@@ -316,6 +343,11 @@ OVERVIEW_COLUMNS = (
     Column("row recall", 10, _soft("row_recall"), number_format=SCORE),
     Column("baseline", 14, lambda i: i.get("baseline"), style=_baseline_style),
     Column("latency (s)", 10, lambda i: i.get("latency"), number_format=SECONDS),
+    Column("attempts", 9, _attempts, centred=True, shown_if=_has_model),
+    Column("retries", 9, _retries, centred=True, shown_if=_has_model),
+    Column("prompt tokens", 10, _usage("prompt_tokens"), shown_if=_has_model),
+    Column("completion tokens", 10, _usage("completion_tokens"), shown_if=_has_model),
+    Column("cost", 9, _usage("cost"), number_format="0.0000", shown_if=_has_model),
     Column("nodeid", 40, lambda i: i.get("nodeid")),
 )
 
@@ -386,6 +418,7 @@ FAILURE_COLUMNS = (
     Column("near miss", 16, lambda i: i.get("near_miss"), wrap=True),
     Column("gold SQL", 42, lambda i: i.get("gold"), wrap=True),
     Column("predicted SQL", 42, _predicted, wrap=True),
+    Column("predicted Malloy", 42, _malloy, wrap=True, shown_if=_has_malloy),
     Column("column pairing (gold→predicted)", 16, _diff("pairing"), wrap=True),
     Column("missing rows", 9, _diff_count("missing"), centred=True),
     Column("rows missing (in gold, not predicted)", 40, _diff("missing"), wrap=True),
@@ -746,9 +779,11 @@ def _has_term_selection(items: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def _case_columns(columns: Sequence[Column], items: Sequence[Mapping[str, Any]]) -> list[Column]:
-    """The columns a case sheet shows: no term-selection column (empty) in a suite without such a case."""
+    """The columns a case sheet shows: no term-selection column (empty) in a suite without such a
+    case, no Malloy column without a Malloy prediction, no model figures when no hook was asked."""
     keep = _has_term_selection(items)
-    return [column for column in columns if keep or not column.term_selection]
+    return [column for column in columns
+            if (keep or not column.term_selection) and (column.shown_if is None or column.shown_if(items))]
 
 
 def write_xlsx(report: Mapping[str, Any], path: Path) -> list[Path]:
