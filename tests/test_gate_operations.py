@@ -278,3 +278,53 @@ def test_merged_shards_excuse_a_quarantined_failure_as_the_run_does(tmp_path: Pa
     assert not gate_fails(finished, update_baseline=False) and finished.summary["quarantined"] == 2
     finished = finish_run([*results, _result("q3", "mismatch")], _run_info(), Gate(rootdir=tmp_path))
     assert gate_fails(finished, update_baseline=False)
+
+
+# --- a baseline update never drops what it did not judge -----------------------------------------------
+
+FIFTEEN = [{"id": f"q{n}", "question": f"Item {n}?", "gold": f"SELECT name FROM item WHERE id = {n % 5 + 1}",
+            "predicted": f"SELECT name FROM item WHERE id = {(n % 5 + 1) if n % 3 else 9}"} for n in range(15)]
+
+
+def baseline_cases(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())["cases"]
+
+
+def test_an_update_keeps_the_entries_of_a_case_file_that_cannot_be_read(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    suite = write_suite(pytester.path, FIFTEEN, database="shop.sqlite")
+    other = write_suite(pytester.path, [{**SHOP_CASES[0], "predicted": "SELECT count(*) FROM item"}], name="other.nl2sql.yaml",
+                        database="shop.sqlite")
+    pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline").assert_outcomes(passed=11, xfailed=5)
+    before = baseline_cases(pytester.path / "base.json")
+    assert len(before["shop.nl2sql.yaml"]) == 15
+
+    suite.write_text(suite.read_text().replace("question: Item 3?", "question: 'Item 3?"))  # an unclosed quote
+    other.write_text(other.read_text().replace("predicted: SELECT count(*) FROM item", "predicted: SELECT count(*) + 1 FROM item"))
+    result = pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the broken file is an error, as ever
+    after = baseline_cases(pytester.path / "base.json")
+    assert after["shop.nl2sql.yaml"] == before["shop.nl2sql.yaml"]  # not one `case-0000: gold_error`
+    assert after["other.nl2sql.yaml"]["a"]["verdict"] == "mismatch"  # the file that could be read is updated
+    result.stdout.fnmatch_lines(["baseline: shop.nl2sql.yaml could not be read (shop.nl2sql.yaml:*): "
+                                 "its 15 entries are kept as they were*"])
+
+    # a case of a file that cannot be read keeps its entry too (an unknown key: the file's other cases ran)
+    suite.write_text(suite.read_text().replace("question: 'Item 3?", "question: Item 3?").replace(
+        "question: Item 4?", "question: Item 4?\n  gold_sql: SELECT 1"))
+    pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline").assert_outcomes(passed=9, xfailed=6, errors=1)
+    assert baseline_cases(pytester.path / "base.json")["shop.nl2sql.yaml"] == before["shop.nl2sql.yaml"]
+
+
+def test_an_update_keeps_the_entries_of_cases_deselected_or_not_collected(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    write_suite(pytester.path, FIFTEEN, database="shop.sqlite")
+    write_suite(pytester.path, [{**SHOP_CASES[0], "predicted": "SELECT count(*) FROM item"}], name="other.nl2sql.yaml",
+                database="shop.sqlite")
+    pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    before = baseline_cases(pytester.path / "base.json")
+    for args in (["-k", "q1"], ["other.nl2sql.yaml"], ["-m", "nothing"]):
+        result = pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline", *args)
+        assert baseline_cases(pytester.path / "base.json") == before, args
+    result = pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline", "-k", "q1")
+    result.stdout.fnmatch_lines(["baseline written: *base.json (6 cases; 10 entries of cases not judged in this run kept as they were)"])

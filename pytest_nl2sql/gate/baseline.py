@@ -203,13 +203,14 @@ def write_baseline(
     previous: Baseline | None = None,
     rootdir: str | os.PathLike[str] | None = None,
     replaced_files: Iterable[str] | None = None,
-) -> None:
+) -> int:
     """Write the items' verdicts as a baseline, deterministically (sorted, one case per line).
 
     With `previous`, its entries for cases that did not run now are kept, so that updating the
-    baseline from a `-k` subset does not forget the rest of the suite. The file is replaced in
+    baseline from a `-k` subset does not forget the rest of the suite; `replaced_files` (a full
+    run of these files) forgets their entries that no item replaces. The file is replaced in
     one step (the old one stays whole if anything fails) and keeps its permissions; a failure is
-    a `BaselineWriteError` naming the path.
+    a `BaselineWriteError` naming the path. Returns how many earlier entries were kept as they were.
     """
     folder = Path(path).resolve().parent if rootdir is not None else None
     root = Path(rootdir) if rootdir is not None else None
@@ -217,9 +218,13 @@ def write_baseline(
     if replaced_files is not None:  # a full run of these files: cases that no longer exist go
         gone = {_file_key({"file": f}, folder, root) for f in replaced_files}
         entries = {key: entry for key, entry in entries.items() if key[0] not in gone}
+    untouched = set(entries)
     for item in items:
-        entries[(_file_key(item, folder, root), item["id"])] = entry_of(item)
+        key = (_file_key(item, folder, root), item["id"])
+        entries[key] = entry_of(item)
+        untouched.discard(key)
     _atomic_write(Path(path), render_baseline(entries))
+    return len(untouched)
 
 
 def render_baseline(entries: Mapping[Key, BaselineEntry]) -> str:
