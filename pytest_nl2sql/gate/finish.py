@@ -217,6 +217,10 @@ def _record(path: Path, results: Sequence[CaseResult], messages: list[str], fail
 def _record_of(result: CaseResult) -> dict[str, Any]:
     record = {"id": result.id, "file": result.file, "key": result.extra.get("key")}
     samples = {"samples": result.extra["samples"]} if result.extra.get("samples") else {}
+    # the model's usage, replayed with the answer: the first answer's (each sample keeps its own)
+    usage = samples["samples"][0].get("usage") if samples else result.usage
+    if usage:
+        record["usage"] = usage
     if result.extra.get("hook_answered") is False:  # replayed without asking the hook again
         return {**record, "no_answer": True, **samples}
     if "error" in result.extra:  # the predictor raised: replayed as predictor_error

@@ -61,6 +61,7 @@ from pytest_nl2sql.judge.predict import (
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics import termselection
 from pytest_nl2sql.metrics.efficiency import Efficiency, floor_for, measure
+from pytest_nl2sql.metrics.repeats import shown_answers
 from pytest_nl2sql.metrics.soft import ColumnNamer, SoftScores, ValueRule, best_soft_scores
 from pytest_nl2sql.vocab import BaselineStatus, FragilePolicy, Kind, NearMiss, Reason, Verdict
 
@@ -280,7 +281,7 @@ class Pipeline:
             prediction = self._predict_sql(case, label, engine)
         given = prediction.value
         prediction, problem = _sql_of(prediction)
-        raw = given if isinstance(given, str) and given != prediction.value else None
+        raw = given.raw if isinstance(given, PredictedMalloy) else given if isinstance(given, str) and given != prediction.value else None
         malloy = given.text if isinstance(given, PredictedMalloy) else None
         try:
             if malloy is not None:  # on a SQLite case, a DuckDB copy (Malloy has no SQLite dialect)
@@ -741,16 +742,16 @@ class Pipeline:
         request = PredictionRequest.for_case(case, schema=_no_schema, engine=None, dialect=case.written_in).as_sample(sample)
         answers: list[Any] = []
         latency = 0.0
-        attempts, usage = 0, None
+        attempts, usage, retries = 0, None, 0
         for index in termselection.targeted_turns(conversation):
             outcome = self.predictor.predict(case, request.at_turn(conversation[: index + 1]), _file_names(case, label))
-            attempts, usage = attempts + outcome.attempts, add_usage(usage, outcome.usage)
+            attempts, usage, retries = attempts + outcome.attempts, add_usage(usage, outcome.usage), retries + outcome.retries
             if outcome.source != PredictionSource.HOOK or outcome.error is not None:
-                return dataclasses.replace(outcome, attempts=attempts, usage=usage)
+                return dataclasses.replace(outcome, attempts=attempts, usage=usage, retries=retries)
             answers.append(outcome.value)
             latency += outcome.latency or 0.0
         value = answers[0] if len(answers) == 1 else answers
-        return PredictionOutcome(value, PredictionSource.HOOK, latency, key=request.key, attempts=attempts, usage=usage)
+        return PredictionOutcome(value, PredictionSource.HOOK, latency, key=request.key, attempts=attempts, usage=usage, retries=retries)
 
     # --- the model's figures: attempts, usage, repeated answers ------------------------------------
 
@@ -787,7 +788,7 @@ class Pipeline:
             verdicts.append(known[key])
             predicted.append(_shown_answer(answer) if not prepared.case.is_term_selection else _plain(answer.value))
         return {"k": len(verdicts), "passed": sum(v is Verdict.PASS for v in verdicts),
-                "verdicts": [v.value for v in verdicts], "predicted": predicted}
+                "verdicts": [v.value for v in verdicts], "predicted": shown_answers(predicted)}  # bounded: 100 answers of megabytes
 
     def _verdict_of(self, prepared: PreparedCase, answer: PredictionOutcome) -> Verdict:
         """The verdict one more answer of a prepared case gets."""
@@ -1061,17 +1062,18 @@ def _answer_key(answer: PredictionOutcome) -> tuple[Any, ...]:
 
 
 def _recorded(answer: PredictionOutcome) -> dict[str, Any]:
-    """One answer as `--nl2sql-record` keeps it among a repeated case's `samples`."""
+    """One answer as `--nl2sql-record` keeps it among a repeated case's `samples`, with its usage."""
     if answer.hook_silent:
         return {"no_answer": True}
+    usage = {"usage": answer.usage} if answer.usage else {}
     if answer.error is not None:
-        return {"error": answer.error}
+        return {"error": answer.error, **usage}
     value = _sql_of(answer)[0].value
     if isinstance(value, PredictedMalloy):
-        return {"predicted_malloy": value.text}
+        return {"predicted_malloy": value.text, **({"raw_prediction": value.raw} if value.raw is not None else {}), **usage}
     if not isinstance(value, str):
-        return {"selection": _plain(value)}
-    return {"predicted": value, **({"raw_prediction": answer.value} if value != answer.value else {})}
+        return {"selection": _plain(value), **usage}
+    return {"predicted": value, **({"raw_prediction": answer.value} if value != answer.value else {}), **usage}
 
 
 def _plain(value: Any) -> Any:
