@@ -36,7 +36,6 @@ class Controller:
         self.run: RunInfo | None = None
         self.progress: ProgressDisplay | None = None
         self.commit: CommitLookup | None = None  # started once cases are collected
-        self.unread: dict[str, str] = {}  # case files with a collection error -> why (a baseline update keeps their entries)
         self.unreadable: dict[str, str] = {}  # case files that could not be read: node id -> `file:line: why`
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -56,18 +55,11 @@ class Controller:
             self.progress = ProgressDisplay(reporter, total, config.get_verbosity())
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        why = unreadable_of(report)  # from an xdist worker too: the controller gets failed collect reports
+        """A case file that could not be read (from an xdist worker too: the controller gets failed
+        collect reports): the summary names it, and a baseline update keeps its entries."""
+        why = unreadable_of(report)
         if why is not None:
             self.unreadable[report.nodeid] = why
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """A case file that could not be collected (from an xdist worker too): its baseline entries
-        are kept by an update, and the run says so."""
-        file = report.nodeid
-        if report.failed and file and "::" not in file and file.endswith(CASE_FILE_SUFFIXES):
-            lines = report.longreprtext.strip().splitlines()
-            named = [line for line in lines if line.startswith(f"{file}:")]  # `shop.nl2sql.yaml:16: invalid YAML: ...`
-            self.unread.setdefault(file, (named or lines or ["a collection error"])[-1 if not named else 0])
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         result = result_of(report)
@@ -96,7 +88,7 @@ class Controller:
             rootdir=rootdir, baseline=self.baseline, baseline_path=settings.baseline,
             update_baseline=settings.update_baseline, full_run=_full_run(session), selected=not _full_run(session), record=settings.record,
             history=settings.history, reports=[(r.format, r.path) for r in settings.reports], fail_under=settings.fail_under,
-            unread_files=tuple(self.unread.items()),
+            unread_files=tuple(self.unreadable.items()),
         )
         finished = finish_run(list(self.results.values()), self.run, gate)
         self.summary = finished.summary
@@ -141,5 +133,4 @@ def _full_run(session: pytest.Session) -> bool:
     return not getattr(option, "keyword", "") and not getattr(option, "markexpr", "") and not named_nodes
 
 
-CASE_FILE_SUFFIXES = (".yaml", ".yml", ".jsonl")  # what a case file can be named (plugin/hooks.py collects them)
 CONTROLLER_KEY = pytest.StashKey[Controller]()
