@@ -265,3 +265,91 @@ def test_in_the_engine_and_in_memory_an_integer_against_a_double_is_judged_alike
         assert streamed.verdict is expected, (gold, pred)
         in_memory = judge(pred, run_gold((gold,), big_engine, limits), big_engine, limits)
         assert in_memory.verdict is expected, (gold, pred)
+
+
+# ----------------------------------------------------------------------------- 3. the in-engine pairing search
+
+def _wide(folder: Path, width: int) -> Any:
+    """Columns that every statistic the engine reads calls interchangeable (the same count, minimum
+    and maximum), each holding its own multiset (column c: c + 1 fives), rows in a different order
+    in each column."""
+    from pytest_nl2sql.engines.sqlite import SqliteEngine
+
+    path = folder / "wide.sqlite"
+    height = 40
+    columns = []
+    for c in range(width):
+        values = [0, 9] + [5] * (c + 1) + [1] * (height - c - 3)
+        columns.append([values[(r + 7 * c) % height] for r in range(height)])
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"CREATE TABLE w ({', '.join(f'c{i} INTEGER' for i in range(width))})")
+        conn.executemany(f"INSERT INTO w VALUES ({', '.join('?' * width)})", list(zip(*columns)))
+    conn.close()
+    return SqliteEngine(path)
+
+
+class _Deadline:
+    """Fails the test instead of hanging it (a factorial search): a generous bound, not a timing."""
+
+    def __init__(self, seconds: int) -> None:
+        self.seconds = seconds
+
+    def __enter__(self) -> None:
+        import signal
+
+        def expire(*_: Any) -> None:
+            raise TimeoutError(f"still searching after {self.seconds} s")
+
+        self.previous = signal.signal(signal.SIGALRM, expire)
+        signal.alarm(self.seconds)
+
+    def __exit__(self, *_: Any) -> None:
+        import signal
+
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, self.previous)
+
+
+@pytest.mark.parametrize("width", [12, 16])
+def test_the_in_engine_pairing_search_is_bounded_on_interchangeable_columns(tmp_path: Path, width: int,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eleven or more columns the statistics cannot tell apart. A prediction with one of them
+    changed matches under no pairing: the search used to try every partial one (11 columns, 51 s),
+    now it sees that no pairing is left at once. The same columns in another order under
+    misleading names are too many pairings to try in the engine: within its budget it leaves them
+    to the streamed comparison, which pairs them by their values and passes them."""
+    from pytest_nl2sql.engines.base import Limits
+    from pytest_nl2sql.judge import in_engine
+    from pytest_nl2sql.judge.compare import CompareOptions
+    from pytest_nl2sql.judge.execute import judge, run_gold
+
+    steps: list[int] = []
+    search = in_engine._InEngine.candidates
+
+    def counted(self: Any, *args: Any) -> Any:
+        try:
+            return search(self, *args)
+        finally:
+            steps.append(getattr(self, "pairing_steps", -1))
+
+    monkeypatch.setattr(in_engine._InEngine, "candidates", counted)
+    engine = _wide(tmp_path, width)
+    limits = Limits(timeout=600.0, memory_rows=10)  # past 10 rows a result is compared in the engine, else streamed
+    columns = [f"c{i}" for i in range(width)]
+    gold = f"SELECT {', '.join(columns)} FROM w"
+    changed = f"SELECT {', '.join(columns[:-1])}, {columns[-1]} + 1000 AS {columns[-1]} FROM w"
+    rotated = f"SELECT {', '.join(f'{columns[(i + 1) % width]} AS {columns[i]}' for i in range(width))} FROM w"
+    options = CompareOptions()
+    try:
+        with _Deadline(300):
+            judged = in_engine.judge_in_engine(changed, gold, engine, limits, order_matters=False, options=options)
+            assert judged is not None and judged.verdict is Verdict.MISMATCH
+            assert 0 <= steps[-1] <= in_engine.PAIRING_STEPS
+            steps.clear()
+            right = judge(rotated, run_gold((gold,), engine, limits), engine, limits)
+            assert right.verdict is Verdict.PASS
+            assert steps and all(0 <= n <= in_engine.PAIRING_STEPS for n in steps)
+            wrong = judge(changed, run_gold((gold,), engine, limits), engine, limits)
+            assert wrong.verdict is Verdict.MISMATCH
+    finally:
+        engine.close()

@@ -460,7 +460,7 @@ class _Comparer:
             for j, p in enumerate(pred_cols):
                 by_vector.setdefault(p, []).append(j)
             adjacency = [by_vector.get(g, []) for g in gold_cols]
-        matched = _bipartite_matching(adjacency, width)
+        matched = bipartite_matching(adjacency, width)
         return tuple(matched) if matched is not None else None
 
     # -- unordered: the column-permutation search ---------------------------------------------------
@@ -706,7 +706,7 @@ class _PermutationSearch:
             if len(gold) > _MATCHING_CAP or len(pred) > _MATCHING_CAP:
                 return False
             adjacency = [[i for i, g in enumerate(gold) if close(g, p)] for p in pred]
-            return _bipartite_matching(adjacency, len(gold)) is not None
+            return bipartite_matching(adjacency, len(gold)) is not None
         if not self.contain:
             gold_sorted, pred_sorted = sorted(gold, key=_sort_key), sorted(pred, key=_sort_key)
             if all(close(g, p) for g, p in zip(gold_sorted, pred_sorted)):
@@ -714,7 +714,7 @@ class _PermutationSearch:
         if len(gold) > _MATCHING_CAP or len(pred) > _MATCHING_CAP:
             return False
         adjacency = [[j for j, p in enumerate(pred) if close(g, p)] for g in gold]
-        return _bipartite_matching(adjacency, len(pred)) is not None
+        return bipartite_matching(adjacency, len(pred)) is not None
 
 
 # ----------------------------------------------------------------------------- columns mode
@@ -882,7 +882,7 @@ def _sort_key(row: tuple) -> tuple:
     return tuple(_value_sort_key(v) for v in row)
 
 
-def _bipartite_matching(adjacency: list[list[int]], right_size: int) -> list[int] | None:
+def bipartite_matching(adjacency: list[list[int]], right_size: int) -> list[int] | None:
     """A perfect matching of the left side (Kuhn's augmenting paths); `result[i]` = right partner."""
     partner_of_right = [-1] * right_size
 

@@ -43,7 +43,9 @@ How:
 5. A mismatch of equal row counts stands only once no other pairing could match: per-column
    statistics (non-NULL count, extremes, whether any value is a blob) rule out the pairings under
    which some column pair provably differs as a multiset under the rules; each pairing left (at
-   most `MAX_CANDIDATES`, else streamed) gets its own difference query.
+   most `MAX_CANDIDATES`, else streamed) gets its own difference query. The search for them pairs
+   a column only where the rest can still be paired (a bipartite matching), so that columns the
+   statistics cannot tell apart cost no factorial search, within `PAIRING_STEPS` (else streamed).
 
 Every query goes through the engine's own `stream` (untrusted whenever the prediction is in it), so
 the prediction keeps its containment: the statement check, the read-only session or authorizer,
@@ -71,7 +73,7 @@ import sqlglot
 from sqlglot.tokens import TokenType
 
 from pytest_nl2sql.engines.base import ConnectionLost, EngineError, Limits, QueryResult, TooManyRows
-from pytest_nl2sql.judge.compare import DIFF_CAP, CompareOptions, Comparison, Mode, greedy_pairing
+from pytest_nl2sql.judge.compare import DIFF_CAP, CompareOptions, Comparison, Mode, bipartite_matching, greedy_pairing
 from pytest_nl2sql.judge.equality import normalise_value
 from pytest_nl2sql.judge.large import SAMPLE_ROWS, LargeComparison, ResultSummary
 from pytest_nl2sql.vocab import Reason, Verdict
@@ -81,6 +83,8 @@ if TYPE_CHECKING:
 
 RECONCILE_CAP = 50_000  # differing rows compared again in Python, exactly
 MAX_CANDIDATES = 4  # other column pairings the statistics allow, one query each; more: streamed
+PAIRING_STEPS = 2_000  # column pairs the search for those pairings may try (each checks a matching); more: streamed
+_MAX_SEARCH_WIDTH = 64  # wider results whose likeliest pairing fails are streamed (the in-memory search is fast)
 PARTITION_BYTES = 64 * 1024**2  # about this much grouped data (both sides) per query, SQLite and DuckDB
 
 _NUMBER_START = frozenset("+-.0123456789")
@@ -663,6 +667,7 @@ class _InEngine:
         self.limits = limits
         self.options = options
         self.passes = 0
+        self.pairing_steps = 0  # of the last `candidates` search
         # names of our CTEs, unguessable: SQLite lets a CTE read a later one, and the prediction
         # (which ran alone first) can name no table that does not exist
         token = uuid.uuid4().hex[:12]
@@ -787,8 +792,13 @@ class _InEngine:
 
     def candidates(self, gold: _Side, pred: _Side, scores: list[list[int]]) -> list[tuple[int, ...]] | None:
         """The pairings under which no column pair provably differs, best first; None past
-        `MAX_CANDIDATES` + 1."""
+        `MAX_CANDIDATES` + 1. Columns the statistics cannot tell apart make many partial pairings
+        (11 of them: 11! orders), so a column is paired only where the gold columns after it can
+        still each get a column of their own (a bipartite matching): every branch taken ends in a
+        pairing, and the search takes at most `PAIRING_STEPS` steps, else the case is streamed."""
         width = gold.width
+        if width > _MAX_SEARCH_WIDTH:
+            raise _Decline(f"more than {_MAX_SEARCH_WIDTH} columns to pair")
         opts, norm = self.options, self.norm
         gold_profiles = [_profile(s, k, opts, norm) for s, k in zip(gold.stats, gold.kinds)]
         pred_profiles = [_profile(s, k, opts, norm) for s, k in zip(pred.stats, pred.kinds)]
@@ -797,22 +807,36 @@ class _InEngine:
         found: list[tuple[int, ...]] = []
         assignment: list[int] = []
         used = [False] * width
+        self.pairing_steps = 0
+
+        def completes(start: int) -> bool:
+            """The gold columns from `start` on can each still be paired with an unused column."""
+            free = [[j for j in allowed[i] if not used[j]] for i in range(start, width)]
+            return bipartite_matching(free, width) is not None
 
         def extend(i: int) -> bool:  # False: enough found
             if i == width:
                 found.append(tuple(assignment))
                 return len(found) <= MAX_CANDIDATES + 1
             for j in allowed[i]:
-                if not used[j]:
-                    used[j] = True
+                if used[j]:
+                    continue
+                self.pairing_steps += 1
+                if self.pairing_steps > PAIRING_STEPS:
+                    raise _Decline(f"the column pairing search took more than {PAIRING_STEPS} steps")
+                used[j] = True
+                going = True
+                if completes(i + 1):
                     assignment.append(j)
                     going = extend(i + 1)
                     assignment.pop()
-                    used[j] = False
-                    if not going:
-                        return False
+                used[j] = False
+                if not going:
+                    return False
             return True
 
+        if not completes(0):
+            return []  # no pairing keeps every column pair possibly equal: no pairing matches
         if not extend(0):
             return None
         return sorted(found, key=lambda p: -sum(scores[i][j] for i, j in enumerate(p)))
