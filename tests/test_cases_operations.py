@@ -318,3 +318,61 @@ def test_a_gold_error_under_a_dsn_names_ran_on(on_dsn: tuple[pytest.Pytester, st
     result.stdout.fnmatch_lines(["*nl2sql case g is broken (gold_error)*", "ran on: sqlite:///*elsewhere.sqlite (the case names shop.sqlite)"])
     plain = pytester.runpytest("-p", "no:cacheprovider")  # without a DSN: no `ran on`
     assert "ran on:" not in plain.stdout.str()
+
+
+# --- neighbour generation within --nl2sql-timeout ------------------------------------------
+
+CHAIN_TABLES = 2000
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database of 2,000 tables, each referencing the one before it (created children
+    first, so that an order of parents before children must be worked out), five rows each."""
+    import sqlite3
+
+    path = tmp_path_factory.mktemp("chain") / "chain.sqlite"
+    con = sqlite3.connect(path)
+    for n in reversed(range(CHAIN_TABLES)):
+        parent = f", parent INTEGER REFERENCES t{n - 1}(id)" if n else ""
+        con.execute(f"CREATE TABLE t{n} (id INTEGER PRIMARY KEY, name TEXT, v INTEGER{parent})")
+        rows = [(i, f"n{i}", i % 7, *([(i % 5) + 1] if n else [])) for i in range(1, 6)]
+        con.executemany(f"INSERT INTO t{n} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    con.commit()
+    con.close()
+    return path
+
+
+def test_neighbour_generation_stops_at_its_time_limit_and_says_why(chain: Path, tmp_path: Path) -> None:
+    import time
+
+    from pytest_nl2sql.neighbours import NeighbourCache
+
+    cache = NeighbourCache(tmp_path / "cache", time_limit=2.0)
+    gold = [f"SELECT name FROM t{CHAIN_TABLES - 1} WHERE v > 3"]
+    started = time.monotonic()
+    assert cache.neighbours_for(chain, gold, 3) == ()
+    assert time.monotonic() - started < 30  # 2 s of budget (it took minutes unbounded)
+    why = cache.cut_short(chain, gold, 3)
+    assert why is not None and "cut short" in why and "2 s" in why
+    assert not any((tmp_path / "cache").rglob("manifest.json"))  # nothing half-made is cached
+    started = time.monotonic()  # the same database again: its cut is remembered, not paid again
+    assert cache.neighbours_for(chain, [f"SELECT name FROM t{CHAIN_TABLES - 2} WHERE v < 3"], 3) == ()
+    assert time.monotonic() - started < 30
+
+
+def test_a_case_on_a_huge_schema_gets_its_verdict_and_a_note_within_the_timeout(chain: Path, pytester: pytest.Pytester) -> None:
+    import shutil
+    import time
+
+    shutil.copy(chain, pytester.path / "chain.sqlite")
+    write_suite(pytester.path, [{"id": "big", "gold": f"SELECT name FROM t{CHAIN_TABLES - 1} WHERE v > 3",
+                                 "predicted": f"SELECT name FROM t{CHAIN_TABLES - 1} WHERE v >= 4"}], database="chain.sqlite")
+    started = time.monotonic()
+    result = pytester.runpytest("-p", "no:cacheprovider", "--nl2sql-timeout=3", "--nl2sql-report=json:r.json")
+    elapsed = time.monotonic() - started
+    result.assert_outcomes(passed=1)
+    (item,) = read_report(pytester.path / "r.json")["items"]
+    assert item["verdict"] == "pass" and "cut short" in item["extra"]["neighbours_off"], item
+    result.stdout.fnmatch_lines(["*cut short*"])
+    assert elapsed < 10 * 3, elapsed

@@ -459,10 +459,11 @@ class Pipeline:
         if wanted <= 0 or not case.gold or self.spider_mode(case) or self._folder(case) is not None:
             return None
         if getattr(engine, "path", None) is not None or _server_spec(engine) is not None:
-            source, _ = self._neighbour_source(engine)
+            source, kind = self._neighbour_source(engine)
             if source is None or self._other_databases(case, engine, None, wanted):  # (both remembered)
                 return None  # not copied (said once per database), or checked: not faithful is said per case
-            return "none could be generated (the gold runs on none of the candidate databases)"
+            cut = self.neighbour_cache().cut_short(source, case.gold, wanted, dialect=case.written_in, kind=kind)
+            return cut or "none could be generated (the gold runs on none of the candidate databases)"
         reason = (f"{engine.dialect} through SQLAlchemy: its database is not copied (no local engine is known to"
                   f" mean what {engine.dialect} means)")
         if reason not in self._said_off:
@@ -557,7 +558,8 @@ class Pipeline:
         if self._neighbour_cache is None:
             from pytest_nl2sql.neighbours import NeighbourCache
 
-            self._neighbour_cache = NeighbourCache(self.options.cache_dir or default_cache_dir())
+            # generation is bounded by the query time limit (per case: schema, invariants, candidates)
+            self._neighbour_cache = NeighbourCache(self.options.cache_dir or default_cache_dir(), time_limit=self.options.limits.timeout)
         return self._neighbour_cache
 
     def _folder(self, case: Case) -> DatabaseFolder | None:

@@ -31,8 +31,8 @@ GENERATOR_SEED = "13"
 class NeighbourCache(_Cache):
     """Neighbours cached under `cache_dir`, for this generator version."""
 
-    def __init__(self, cache_dir: Path) -> None:
-        super().__init__(cache_dir, GENERATOR_VERSION, seed=GENERATOR_SEED)
+    def __init__(self, cache_dir: Path, *, time_limit: float | None = None) -> None:
+        super().__init__(cache_dir, GENERATOR_VERSION, seed=GENERATOR_SEED, time_limit=time_limit)
 
 
 def neighbours_for(source: Path, golds: Sequence[str], count: int, *, cache_dir: Path, dialect: str = "sqlite",

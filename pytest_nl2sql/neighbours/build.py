@@ -2,7 +2,7 @@
 the gold and the invariants the source shows (`invariants`), build candidates that keep them (one
 flavour each, seeded, repaired and settled: `plausible`), run gold and mutants on each, keep the
 `count` that separate the most mutants; then the stress neighbours, each of those with one
-invariant of the gold's columns broken.
+invariant of the gold's columns broken. Every phase holds the time limit of `budget`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sqlglot
 from sqlglot.errors import SqlglotError
 
 from pytest_nl2sql.judge.order import has_top_level_order_by
+from pytest_nl2sql.neighbours import budget
 from pytest_nl2sql.neighbours.distill import Scored, choose, differs, run_query
 from pytest_nl2sql.neighbours.generate import FLAVOURS, CandidateBuilder, Repairer, Rows, create_database
 from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
@@ -134,16 +135,36 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
         raise_if_interrupt(error)
         return Neighbourhood((), Observed(()))
     try:
+        with budget.bounded_source(reader.connection, kind):
+            return _build(reader, golds, count, dialect, kind, seed, learned, errors)
+    except errors as error:
+        budget.check()  # a source query the deadline interrupted: cut short, not "no neighbours"
+        raise_if_interrupt(error)
+        return Neighbourhood((), Observed(()))
+    finally:
+        reader.close()
+
+
+def _build(reader: Any, golds: Sequence[str], count: int, dialect: str, kind: str, seed: bytes,
+           learned: Callable[[Any, Schema], tuple[Invariant, ...]], errors: tuple[type[BaseException], ...]) -> Neighbourhood:
+    with budget.phase("reading the schema"):
         declared = reader.schema()
-        if not declared.tables:
-            return Neighbourhood((), Observed(()))
+        budget.check()
+    if not declared.tables:
+        return Neighbourhood((), Observed(()))
+    with budget.phase("reading the gold"):
         facts = read_golds(golds, dialect, declared)
         first = parse_gold(golds[0], dialect)
         engine_golds = [_engine_sql(g, dialect, kind, declared) for g in golds]
         if facts is None or first is None or None in engine_golds:
             return Neighbourhood((), Observed(()))
         facts = respelled(reader, declared, facts)
-        observed = observe(reader, declared, facts, learned(reader, declared))
+        budget.check()
+    with budget.phase("learning the invariants the database shows"):
+        structural = learned(reader, declared)
+        budget.check()
+    with budget.phase("building candidate neighbours"):
+        observed = observe(reader, declared, facts, structural)
         literals = gold_literals(facts)
         schema = observed.schema_with(declared)
         mutant_sql = mutants(first, kind)
@@ -152,6 +173,7 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
         scored: list[Scored] = []
         candidates: dict[int, Built] = {}
         for number in range(max(MIN_CANDIDATES, 2 * count + 2)):
+            budget.check()
             flavour = FLAVOURS[number % len(FLAVOURS)]
             rng = seeded(seed, number)
             repairer = Repairer(schema, rng, Keeper(schema, observed, literals, rng).keep)
@@ -164,6 +186,7 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
                     connection, rows = _at_computed(connection, rows, computed, builder, repairer, kind)
                     refused = True  # rows were added and repaired again: check them
             except errors as error:
+                budget.check()  # the source's sample interrupted at the deadline: no bad candidate
                 raise_if_interrupt(error)  # a Ctrl-C is no bad candidate: it stops the run
                 continue
             try:
@@ -176,19 +199,17 @@ def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect:
                 killed = frozenset(i for i, sql in enumerate(mutant_sql) if differs(gold, run_query(connection, sql, kind), order_matters))
             finally:
                 connection.close()
+            budget.check()  # a candidate finished past the deadline may lack what was interrupted
             scored.append(Scored(number, len(gold.rows), killed))
             candidates[number] = Built(schema, rows, flavour.note)
         chosen = choose(scored, count)
         plausible = [candidates[s.index] for s in chosen]
         covered = frozenset(i for s in chosen for i in s.killed)
+    with budget.phase("building stress neighbours"):
         stress = _stress(plausible, declared, observed, literals, facts, engine_golds, count, seed, kind,  # type: ignore[arg-type]
                          mutant_sql, order_matters, covered)
-        return Neighbourhood(tuple(plausible + stress), observed)
-    except errors as error:
-        raise_if_interrupt(error)
-        return Neighbourhood((), Observed(()))
-    finally:
-        reader.close()
+        budget.check()
+    return Neighbourhood(tuple(plausible + stress), observed)
 
 
 # The order in which invariants are broken, the false alarms they explain most often first.
@@ -229,6 +250,7 @@ def _stress(plausible: list[Built], declared: Schema, observed: Observed, litera
     scored: list[Scored] = []
     made: dict[int, Built] = {}
     for number, invariant in enumerate(wanted):
+        budget.check()
         rng = seeded(seed, 1000 + number)
         base = plausible[number % len(plausible)]
         rest = observed.without(invariant)
@@ -240,6 +262,7 @@ def _stress(plausible: list[Built], declared: Schema, observed: Observed, litera
         try:
             connection, rows = create_database(schema, settle(repairer.repair(broken), schema, rest, literals), ":memory:", repairer)
         except _source_errors(kind) as error:
+            budget.check()
             raise_if_interrupt(error)
             continue
         try:

@@ -2,6 +2,11 @@
 the count and the generator's version), holding the database files and a manifest. A folder is
 built under a temporary name and renamed into place, so concurrent workers asking for the same
 key never see half a folder (the loser of the race drops its copy and uses the winner's).
+
+Generation is bounded in time (`time_limit`: `--nl2sql-timeout`, see `budget`): a generation cut
+short gives no neighbours and leaves nothing in the cache; `cut_short` says why, for the case's
+note. A cut while the source itself was read (its schema, its invariants: the same work for every
+gold) is remembered for that source, so the other cases on it do not pay the time again.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.neighbours import budget
 from pytest_nl2sql.neighbours.build import build_neighbours
 from pytest_nl2sql.neighbours.generate import Repairer, create_database
 from pytest_nl2sql.neighbours.interrupts import ctrl_c_stops
@@ -25,6 +31,9 @@ from pytest_nl2sql.neighbours.invariants import Invariant, learn
 from pytest_nl2sql.neighbours.schema import duckdb_version
 
 MANIFEST = "manifest.json"
+# Phases of `build` whose work is the source's alone, the same for every gold: a cut there holds
+# for every case on that source.
+SOURCE_PHASES = ("reading the schema", "learning the invariants the database shows")
 
 
 @dataclass(frozen=True)
@@ -55,8 +64,10 @@ class NeighbourCache:
     device, inode, size and mtime: the file itself, however it is named) so a big file is hashed
     once per process."""
 
-    def __init__(self, cache_dir: Path, version: str, *, seed: str | None = None) -> None:
+    def __init__(self, cache_dir: Path, version: str, *, seed: str | None = None, time_limit: float | None = None) -> None:
         self.cache_dir = Path(cache_dir)
+        self.time_limit = time_limit  # seconds a generation may take (None: unbounded)
+        self._cut: dict[str, str] = {}  # key (or source hash) -> why its generation was cut short
         self.version = version
         self.seed = version if seed is None else seed  # salts the random draws (not the cache key)
         self._source_hashes: dict[tuple[int, int, int, int], str] = {}
@@ -85,6 +96,14 @@ class NeighbourCache:
         material = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds), count, *writer])
         return hashlib.sha256(material.encode()).hexdigest()
 
+    def cut_short(self, source: Path, golds: Sequence[str], count: int, *, dialect: str = "sqlite",
+                  kind: str = "sqlite") -> str | None:
+        """Why `neighbours_for` gave none for these arguments when it ran out of time, else None."""
+        source = Path(source)
+        if count <= 0 or not source.is_file():
+            return None
+        return self._cut.get(self.source_hash(source)) or self._cut.get(self.key(source, golds, count, dialect, kind))
+
     @ctrl_c_stops()  # DuckDB runs in this thread: a Ctrl-C in it stops the run, never fails the case
     def neighbours_for(self, source: Path, golds: Sequence[str], count: int, *, dialect: str = "sqlite",
                        kind: str = "sqlite") -> tuple[Neighbour, ...]:
@@ -96,22 +115,42 @@ class NeighbourCache:
         found = self._read(folder)
         if found is not None:
             return found
+        if key in self._cut or self.source_hash(source) in self._cut:
+            return ()
+        try:
+            with budget.deadline(self.time_limit):
+                return self._generate(source, golds, count, dialect, kind, key, folder)
+        except budget.CutShort as cut:
+            self._cut[self.source_hash(source) if cut.phase in SOURCE_PHASES else key] = (
+                f"cut short: generating them took longer than the time limit ({cut.seconds:g} s, --nl2sql-timeout)"
+                f" while {cut.phase}")
+            return ()
+
+    def _generate(self, source: Path, golds: Sequence[str], count: int, dialect: str, kind: str, key: str,
+                  folder: Path) -> tuple[Neighbour, ...]:
         # the seed leaves out `count`: asking for more neighbours considers the same candidates
         seed = json.dumps([self.seed, kind, dialect, self.source_hash(source), list(golds)]).encode()
         source_hash = self.source_hash(source)
 
         def learned(reader: Any, schema: Any) -> tuple[Invariant, ...]:
             if source_hash not in self._learned:
-                self._learned[source_hash] = learn(reader, schema)
+                found = learn(reader, schema)
+                budget.check()  # learned up to an interrupted query: incomplete, never kept
+                self._learned[source_hash] = found
             return self._learned[source_hash]
 
         built = build_neighbours(source, golds, count, dialect=dialect, kind=kind, seed=seed, learned=learned)
+        with budget.phase("writing the neighbours"):
+            return self._write(built, key, folder, kind)
+
+    def _write(self, built: Any, key: str, folder: Path, kind: str) -> tuple[Neighbour, ...]:
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=folder.parent))
         try:
             entries = []
             suffix = "sqlite" if kind == "sqlite" else "duckdb"
             for index, neighbour in enumerate(built.neighbours):
+                budget.check()
                 name = f"{index}.{suffix}"
                 connection, _ = create_database(neighbour.schema, neighbour.rows, staging / name, Repairer(neighbour.schema, random.Random(0)))
                 connection.close()

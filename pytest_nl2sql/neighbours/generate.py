@@ -14,11 +14,12 @@ import datetime
 import functools
 import random
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.neighbours import budget
 from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
 from pytest_nl2sql.neighbours.literals import GoldFacts, Hint
 from pytest_nl2sql.neighbours.schema import DATE, DUCKDB_HOST, INT, OTHER, REAL, TEXT, TIMESTAMP, ForeignKey, Schema, Table, quote
@@ -59,24 +60,33 @@ MAX_GROUP_BOUND = 12  # HAVING count(...) > n: groups of n-1, n and n+1 joined r
 
 def topological(schema: Schema, links: dict[str, list[ForeignKey]] | None = None) -> list[Table]:
     """Parents before children; a cycle is broken where it is met (depth-first, schema order).
-    `links`: foreign keys by table name, when more than the declared ones count."""
+    `links`: foreign keys by table name, when more than the declared ones count. Iterative: a
+    chain of thousands of tables, children created first, is deeper than Python's recursion."""
     order: list[Table] = []
     state: dict[str, int] = {}
 
-    def visit(table: Table) -> None:
-        key = table.name.lower()
-        if state.get(key):
-            return
-        state[key] = 1
+    def parents(table: Table) -> Iterator[Table]:
         for fk in (links[table.name] if links is not None else table.foreign_keys):
             parent = schema.table(fk.parent)
             if parent is not None and parent is not table:
-                visit(parent)
-        state[key] = 2
-        order.append(table)
+                yield parent
 
-    for table in schema.tables:
-        visit(table)
+    for root in schema.tables:
+        if state.get(root.name.lower()):
+            continue
+        budget.check()
+        state[root.name.lower()] = 1
+        stack = [(root, parents(root))]
+        while stack:
+            table, pending = stack[-1]
+            parent = next(pending, None)
+            if parent is None:
+                stack.pop()
+                state[table.name.lower()] = 2
+                order.append(table)
+            elif not state.get(parent.name.lower()):
+                state[parent.name.lower()] = 1
+                stack.append((parent, parents(parent)))
     return order
 
 
@@ -107,6 +117,7 @@ class CandidateBuilder:
         rows: Rows = {}
         order = topological(self.schema)
         for table in self.schema.tables:
+            budget.check()
             if table.name.lower() in self.read_by_gold:
                 low, high = self.flavour.real_rows
                 wanted = self.rng.randint(low, high)
@@ -122,6 +133,7 @@ class CandidateBuilder:
         self.reachable: dict[str, list[tuple[Any, ...]]] = {}  # good rows and boundary rows
         self.boundary: dict[str, list[tuple[Any, ...]]] = {}  # the rows made for the gold
         for table in topological(self.schema, self.links):
+            budget.check()
             if table.name.lower() not in self.read_by_gold:
                 continue
             made = []
@@ -191,6 +203,7 @@ class CandidateBuilder:
         films pointing at a language table shipped empty), so that the repair does not drop
         every child along a NOT NULL foreign key (children first, so grandparents follow)."""
         for table in reversed(order):
+            budget.check()
             for fk in table.foreign_keys:
                 found = parent_columns(self.schema, fk)
                 if found is None or found[0] is table or rows[found[0].name] or not rows[table.name]:
@@ -398,6 +411,7 @@ class CandidateBuilder:
     def _pull_parents(self, rows: Rows, order: list[Table]) -> None:
         """Real parents of the sampled children, so that real joins survive (children first)."""
         for table in reversed(order):
+            budget.check()
             for fk in table.foreign_keys:
                 found = parent_columns(self.schema, fk)
                 if found is None or not rows[table.name]:
@@ -666,6 +680,7 @@ class Repairer:
         for _ in range(6):
             changed = False
             for table in self.order:
+                budget.check()
                 before = rows[table.name]
                 after = self._not_null(table, before)
                 after = self._foreign_keys(table, after, rows)
@@ -832,6 +847,7 @@ def _empty_image(create_sql: tuple[str, ...]) -> bytes:
 def _create_tables(connection: sqlite3.Connection, create_sql: tuple[str, ...]) -> None:
     connection.execute("PRAGMA page_size = 1024")  # before the first table; small pages: few rows per table
     for sql in create_sql:
+        budget.check()
         connection.execute(sql)
 
 
@@ -842,6 +858,7 @@ def _insert_rows(connection: Any, schema: Schema, rows: Rows, refused: tuple[typ
     table's rows go in with one `executemany`, and row by row only when that is refused."""
     kept: Rows = {}
     for table in topological(schema):
+        budget.check()
         names = ", ".join(quote(c.name) for c in table.columns)
         marks = ", ".join("?" * len(table.columns))
         insert = f"INSERT INTO {quote(table.name)} ({names}) VALUES ({marks})"
@@ -876,6 +893,7 @@ def create_duckdb(schema: Schema, rows: Rows, target: str | Path) -> tuple[Any, 
     connection = DUCKDB_HOST.attach(target)
     try:
         for table in schema.tables:
+            budget.check()
             connection.execute(table.create_sql)
         kept = _insert_duckdb_rows(connection, schema, rows, (duckdb.Error,))
         for sql in schema.extra_sql:
@@ -909,6 +927,7 @@ def _insert_duckdb_rows(connection: Any, schema: Schema, rows: Rows, refused: tu
     (`_as_columns`); else one multi-row `INSERT ... VALUES`."""
     kept: Rows = {}
     for table in topological(schema):
+        budget.check()
         names = ", ".join(quote(c.name) for c in table.columns)
         marks = "(" + ", ".join("?" * len(table.columns)) + ")"
         insert = f"INSERT INTO {quote(table.name)} ({names}) VALUES "

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from pytest_nl2sql.neighbours import budget
 from pytest_nl2sql.neighbours.generate import parent_columns
 from pytest_nl2sql.neighbours.literals import GoldFacts
 from pytest_nl2sql.neighbours.schema import INT, TEXT, ForeignKey, Schema, Table, quote
@@ -123,9 +124,13 @@ class Observed:
 
     def schema_with(self, schema: Schema) -> Schema:
         """`schema` plus the observed unique, NOT NULL and inclusion invariants as if declared."""
+        by_table: dict[str, list[Invariant]] = {}  # one pass: per table over all invariants is quadratic
+        for invariant in self.invariants:
+            by_table.setdefault(invariant.table, []).append(invariant)
         tables = []
         for table in schema.tables:
-            mine = [i for i in self.invariants if i.table == table.name]
+            budget.check()
+            mine = by_table.get(table.name, [])
             unique = tuple((i.column, *i.together) for i in mine if i.kind is InvariantKind.UNIQUE)
             not_null = {i.column for i in mine if i.kind is InvariantKind.NOT_NULL}
             links = tuple(ForeignKey((i.column,), i.other_table, (i.other_column,)) for i in mine if i.kind is InvariantKind.INCLUSION)
@@ -183,10 +188,14 @@ def observe(source: Any, schema: Schema, facts: GoldFacts, structural: Sequence[
 def learn(source: Any, schema: Schema) -> tuple[Invariant, ...]:
     """Every structural invariant of the source (its connection is sqlite3 or duckdb)."""
     connection = source.connection
-    stats = {table.name: _column_stats(connection, table) for table in schema.tables}
+    stats = {}
+    for table in schema.tables:
+        budget.check()
+        stats[table.name] = _column_stats(connection, table)
     found: list[Invariant] = []
     keys: dict[tuple[str, str], Table] = {}  # single-column keys, declared or observed
     for table in schema.tables:
+        budget.check()
         declared_unique = {key[0] for key in table.uniques if len(key) == 1}
         for name in declared_unique:
             keys[(table.name, name)] = table
@@ -222,6 +231,7 @@ def _narrower_keys(connection: Any, schema: Schema) -> list[Invariant]:
     of a table with no key that holds no row twice (a student owns a pet once)."""
     made = []
     for table in schema.tables:
+        budget.check()
         if not table.uniques and len(table.columns) >= 2:
             names = ", ".join(quote(c.name) for c in table.columns)
             rows, distinct = connection.execute(
@@ -251,6 +261,7 @@ def _identities(connection: Any, schema: Schema, found: list[Invariant], stats: 
     names = {(i.table, i.column) for i in found if i.kind is InvariantKind.UNIQUE}
     made = []
     for table in schema.tables:
+        budget.check()
         if len(table.primary_key) != 1 or not table.columns or stats[table.name][table.columns[0].name].rows > IDENTITY_ROWS:
             continue
         key = table.primary_key[0]
@@ -274,6 +285,7 @@ def _facts(connection: Any, schema: Schema, found: list[Invariant], stats: dict[
     unique = {(i.table, i.column) for i in found if i.kind is InvariantKind.UNIQUE}
     made = []
     for table in schema.tables:
+        budget.check()
         if not table.columns or stats[table.name][table.columns[0].name].rows > IDENTITY_ROWS:
             continue
         references = [fk.columns[0] for fk in table.foreign_keys if len(fk.columns) == 1]
@@ -354,6 +366,7 @@ def _links(connection: Any, schema: Schema, stats: dict[str, dict[str, ColumnSta
     for table in schema.tables:
         own_key = table.primary_key[0] if len(table.primary_key) == 1 else None
         for column in table.columns:
+            budget.check()
             if (table.name, column.name) in declared or column.name == own_key or column.value_class not in (INT, TEXT):
                 continue
             if stats[table.name][column.name].distinct < 2:
@@ -369,6 +382,7 @@ def _links(connection: Any, schema: Schema, stats: dict[str, dict[str, ColumnSta
                     links.append((table.name, column.name, parent_name, key))
                     break
     for child, column, parent, key in dict.fromkeys(links):
+        budget.check()
         if child == parent or stats[parent][key].non_null < 2:
             continue
         mine, theirs = read(child, column), read(parent, key)

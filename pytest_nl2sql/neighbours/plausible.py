@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_nl2sql.neighbours import budget
 from pytest_nl2sql.neighbours.generate import Rows, parent_columns, stored_or_none
 from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind, Observed
 from pytest_nl2sql.neighbours.literals import GoldFacts
@@ -53,6 +54,7 @@ class Keeper:
     def keep(self, rows: Rows) -> Rows:
         rows = dict(rows)
         for invariant in self.observed.invariants:
+            budget.check()
             table = self.schema.table(invariant.table)
             if table is None or table.column(invariant.column) is None:
                 continue
@@ -207,6 +209,7 @@ def violations(rows: Rows, schema: Schema, observed: Observed, literals: dict[tu
 def offending(rows: Rows, schema: Schema, invariant: Invariant, literals: dict[tuple[str, str], list[Any]]) -> set[int]:
     """The positions of the rows of `invariant.table` that break it (a duplicate after the first,
     a childless parent, a row whose name points at another parent than the source's ...)."""
+    budget.check()
     table = schema.table(invariant.table)
     if table is None or table.column(invariant.column) is None:
         return set()
@@ -272,6 +275,7 @@ def settle(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[
         for table, fk, (parent, referenced) in declared:
             if changed is not None and parent.name not in changed and table.name not in changed:
                 continue
+            budget.check()
             pointers, keys = [table.position(c) for c in fk.columns], [parent.position(c) for c in referenced]
             present = {tuple(row[k] for k in keys) for row in rows[parent.name]}
             as_parent = [parent.columns[k] for k in keys]  # '1' in a TEXT reference is the INTEGER key 1

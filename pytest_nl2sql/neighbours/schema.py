@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_nl2sql.neighbours import budget
+
 INT, REAL, TEXT, DATE, TIMESTAMP, BLOB, OTHER = "int", "real", "text", "date", "timestamp", "blob", "other"
 
 
@@ -158,6 +160,7 @@ class SqliteSource:
         tables = []
         extra = []
         for kind, name, _, sql in objects:
+            budget.check()
             if kind == "table":
                 if sql.upper().lstrip().startswith("CREATE VIRTUAL"):
                     raise SchemaUnsupported(f"virtual table {name}")
@@ -165,6 +168,7 @@ class SqliteSource:
             elif kind == "view":
                 extra.append(sql)
         for kind, name, table_name, sql in objects:  # unique indexes made by CREATE UNIQUE INDEX
+            budget.check()
             if kind == "index" and _is_unique_index(self.connection, table_name, name):
                 extra.insert(0, sql)
         return Schema("sqlite", tuple(tables), tuple(extra))
@@ -497,6 +501,7 @@ class DuckdbSource:
             " AND database_name = current_database() ORDER BY table_oid"
         ).fetchall()
         for name, sql in rows:
+            budget.check()
             columns = tuple(
                 Column(column_name, data_type, _duckdb_value_class(data_type), "", not nullable)
                 for column_name, data_type, nullable in read(
