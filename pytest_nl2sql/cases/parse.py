@@ -16,7 +16,8 @@ Two attacks (or accidents) are refused before they can cost much:
   question file of a `source:` block is walked per question, for the keys a case keeps).
 
 A refusal is a `yaml.YAMLError` / `ValueError` with the line where it happened, which the loader
-turns into one broken entry (an ERROR item): the rest of the run goes on.
+turns into the file's error (a collection error of that file; a JSONL line: one broken entry):
+the rest of the run goes on.
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@ name a Spider / BIRD data set (`sources.py`).
 
 Every loader keeps the file and line each case came from, so that a malformed case is reported as
 `path:line: what is wrong` and the rest of the file (and run) goes on: a bad entry becomes an
-`InvalidCase`, never an exception that stops collection. That holds for hostile files too: alias
-bombs and deep nesting are refused by the parser (`parse.py`), and any unexpected exception while
-building one case turns that case into an `InvalidCase`.
+`InvalidCase`, never an exception that stops collection, and any unexpected exception while
+building one case turns that case into an `InvalidCase`. A file that cannot be read as a whole
+(not parsed, hostile: alias bombs and deep nesting are refused by the parser, `parse.py`; a suite
+block that names no cases) has no entries but its `CaseFileContents.error`, naming the line where
+the problem starts: the plugin makes it a collection error of that file, not a made-up case.
 
 Item names are unique within a file and never contain `::` (pytest's node-id separator), so every
 item can be selected and the summary counts what pytest counts:
