@@ -6,9 +6,14 @@ a reader sees, or print a line the CI system obeys (`::error …`, `##[…]`).
     one_line(text)     `safe_lines` on one line (newline and tab escaped too): a name stays in its table row
     safe_lines(text)   `escaped`, and every line that a CI system would read as a command made inert
     ShownWarning       a warning mixin whose message is `safe_lines` (pytest prints warnings as they are)
+    shown_path(p, root) a path relative to the rootdir when it lies inside it (a CI runner's /home/runner/work/…
+                        says nothing to a reader and differs on every machine)
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 # Unicode bidirectional overrides and isolates: they reorder how a line reads ("Trojan Source")
 _BIDI = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A))
@@ -56,3 +61,16 @@ class ShownWarning(Warning):
 
     def __init__(self, message: object = "", *args: object) -> None:
         super().__init__(safe_lines(str(message)), *args)
+
+
+def shown_path(path: str | os.PathLike[str], rootdir: str | os.PathLike[str]) -> str:
+    """`path` as a message or a report's header shows it: relative to `rootdir` (pytest's
+    rootdir) when it lies inside it, else as it is (a relative path is said as given)."""
+    if not os.path.isabs(path):
+        return os.fspath(path)
+    for resolve in (os.path.abspath, os.path.realpath):  # a symlinked temp or work folder: either spelling
+        try:
+            return str(Path(resolve(path)).relative_to(resolve(rootdir))) or "."
+        except ValueError:
+            continue
+    return os.fspath(path)

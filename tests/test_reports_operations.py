@@ -379,3 +379,41 @@ def test_the_one_database_figure_is_not_called_spider_s(tmp_path: Path) -> None:
         assert "one-database execution accuracy" in text, name
     for name in ("md", "html"):
         assert "--nl2sql-compat=spider" in texts[name], name
+
+
+# --------------------------------------------------------------------------- 6. paths relative to the rootdir
+
+
+def test_hints_summary_and_report_headers_show_paths_relative_to_the_rootdir(pytester: pytest.Pytester) -> None:
+    from helpers import make_shop, read_report, write_suite
+
+    make_shop(pytester.path)
+    pytester.makeini("[pytest]\n")
+    suite = write_suite(pytester.path, [{"id": "a", "gold": "SELECT 1", "predicted": "SELECT 2"},
+                                        {"id": "b", "gold": "SELECT 1", "predicted": "SELECT 1"}], database="shop.sqlite")
+    first = pytester.runpytest("--nl2sql-baseline=ci/b.json", "--nl2sql-update-baseline", "-p", "no:cacheprovider")
+    first.stdout.fnmatch_lines(["baseline written: ci/b.json (2 cases*"])
+    suite.write_text(suite.read_text().replace("SELECT 2", "SELECT 1"))  # `a` is fixed: the hint to update the baseline
+    result = pytester.runpytest("--nl2sql-baseline=ci/b.json", "--nl2sql-history=ci/h.jsonl", "--nl2sql-record=ci/rec.jsonl",
+                                "--nl2sql-report=json:out/r.json", "--nl2sql-report=md:out/r.md",
+                                "--nl2sql-report=html:out/r.html", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["baseline ci/b.json: 2 cases judged in both runs",
+                                 "*update the baseline with --nl2sql-update-baseline --nl2sql-baseline=ci/b.json",
+                                 "history: ci/h.jsonl (+1 run)", "predictions recorded: ci/rec.jsonl*",
+                                 "json report: out/r.json", "md report: out/r.md", "html report: out/r.html"])
+    root = str(pytester.path)
+    assert [line for line in result.stdout.lines if root in line and not line.startswith("rootdir:")] == []
+    assert read_report(pytester.path / "out" / "r.json")["summary"]["baseline"]["path"] == "ci/b.json"
+    for name in ("r.md", "r.html"):
+        text = (pytester.path / "out" / name).read_text(encoding="utf-8")
+        assert root not in text and "ci/b.json" in text, name
+
+
+def test_a_path_outside_the_rootdir_is_shown_as_it_is(tmp_path: Path) -> None:
+    from pytest_nl2sql.shown import shown_path
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    assert shown_path(root / "ci" / "b.json", root) == str(Path("ci") / "b.json")
+    assert shown_path(tmp_path / "elsewhere" / "h.jsonl", root) == str(tmp_path / "elsewhere" / "h.jsonl")
+    assert shown_path("relative/r.json", root) == "relative/r.json"  # not made absolute first: said as given

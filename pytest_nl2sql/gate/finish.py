@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from pytest_nl2sql.judge.pipeline import INVALID_CASE
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
 from pytest_nl2sql.reports import write_report
+from pytest_nl2sql.shown import shown_path
 from pytest_nl2sql.vocab import BaselineStatus, Kind, Verdict
 
 TREND_FORMATS = ("md", "xlsx", "html")  # the reports that show the trend over --nl2sql-history
@@ -73,6 +74,7 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
     summary["engine"] = run.engine  # where the cases ran: the --nl2sql-dsn database (password masked), or "per case"
     if gate.baseline is not None:
         comparison = compare_with_baseline(gate.baseline, [r.to_json() for r in results], gate.rootdir)
+        comparison = replace(comparison, path=shown_path(comparison.path, gate.rootdir))  # the hint, the summary, every header
         summary["baseline"] = comparison.to_json()
         messages += comparison.render_lines()
     report = {"run": run.to_json(), **build_report(results, summary)}
@@ -84,9 +86,9 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
         try:
             if not gate.selected:
                 append_history(gate.history, run, summary)
-                messages.append(f"history: {gate.history} (+1 run)")
+                messages.append(f"history: {shown_path(gate.history, gate.rootdir)} (+1 run)")
             else:  # a trend of runs over different cases would show changes no model made
-                messages.append(f"history: {gate.history} not appended to (a partial run: -k, -m or node ids)")
+                messages.append(f"history: {shown_path(gate.history, gate.rootdir)} not appended to (a partial run: -k, -m or node ids)")
         except OSError as e:
             failures.append(f"nl2sql: cannot append to the history {gate.history}: {e}")
         try:
@@ -97,12 +99,12 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
     if gate.update_baseline and gate.baseline_path is not None:
         _update_baseline(gate, results, report, messages, failures, full=gate.full_run and run.complete)
     if gate.record is not None:
-        _record(gate.record, results, messages, failures)
+        _record(gate.record, results, messages, failures, gate.rootdir)
     for fmt, path in gate.reports:
         payload = {**report, "history": history} if history and fmt in TREND_FORMATS else report
         try:
             for written in write_report(fmt, payload, path):
-                messages.append(f"{fmt} report: {written}")
+                messages.append(f"{fmt} report: {shown_path(written, gate.rootdir)}")
         except OSError as e:  # one unwritable report must not cost the others or the thresholds
             failures.append(f"nl2sql: {e}")
         except Exception as e:  # noqa: BLE001 - nor one that cannot be rendered
@@ -157,7 +159,7 @@ def _update_baseline(gate: Gate, results: Sequence[CaseResult], report: dict[str
         replaced = sorted({r.file for r in results} - set(unread)) if full else None  # a deleted case leaves only then
         untouched = write_baseline(gate.baseline_path, items, previous=previous, rootdir=gate.rootdir, replaced_files=replaced)
         note = f"; {untouched} entries of cases not judged in this run kept as they were" if untouched else ""
-        messages.append(f"baseline written: {gate.baseline_path} ({len(items)} cases{note})")
+        messages.append(f"baseline written: {shown_path(gate.baseline_path, gate.rootdir)} ({len(items)} cases{note})")
     except OSError as e:  # a BaselineWriteError names the path and what is wrong
         failures.append(f"nl2sql: {e}")
 
@@ -203,13 +205,13 @@ def _keeping_unpredicted(items: Sequence[dict[str, Any]], previous: Baseline | N
     return out, kept
 
 
-def _record(path: Path, results: Sequence[CaseResult], messages: list[str], failures: list[str]) -> None:
+def _record(path: Path, results: Sequence[CaseResult], messages: list[str], failures: list[str], rootdir: Path | None = None) -> None:
     records = [_record_of(r) for r in results
                if r.extra.get("prediction_source") == "hook" or r.extra.get("hook_answered") is False]
     kept = _earlier_records(path, {(r.file, r.id) for r in results})
     try:
         atomic_write_text(path, record_lines(records + kept), errors="backslashreplace", what="the predictions record")
-        messages.append(f"predictions recorded: {path} ({len(records)} cases" + (f", {len(kept)} earlier ones kept" if kept else "") + ")")
+        messages.append(f"predictions recorded: {shown_path(path, rootdir) if rootdir else path} ({len(records)} cases" + (f", {len(kept)} earlier ones kept" if kept else "") + ")")
     except OSError as e:
         failures.append(f"nl2sql: {e}")
 
