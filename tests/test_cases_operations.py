@@ -64,6 +64,14 @@ def test_where_a_file_that_cannot_be_parsed_points(tmp_path: Path, text: str, li
     assert (contents.error.line, fragment in contents.error.message) == (line, True), contents.error
 
 
+def test_evaluate_suite_raises_for_a_file_that_cannot_be_read(tmp_path: Path) -> None:
+    from pytest_nl2sql import evaluate_suite
+
+    (tmp_path / "bad.nl2sql.yaml").write_text(RUNAWAY)
+    with pytest.raises(CaseFileError, match="bad.nl2sql.yaml:7: invalid YAML: a quoted value opens on line 7"):
+        evaluate_suite(tmp_path / "bad.nl2sql.yaml", rootdir=tmp_path)
+
+
 def test_an_unparseable_file_is_a_collection_error_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
     make_shop(pytester.path)
     (pytester.path / "bad.nl2sql.yaml").write_text(RUNAWAY)
