@@ -74,7 +74,7 @@ def test_a_working_dsn_runs_and_the_report_names_its_engine(pytester: pytest.Pyt
     _suite(pytester.path)
     result = pytester.runpytest(f"--nl2sql-dsn={database}", "--nl2sql-report=json:r.json", "--nl2sql-report=md:r.md")
     result.assert_outcomes(passed=2)
-    label = f"sqlite:///{database.as_posix()}"
+    label = f"sqlite:///{database.name}"  # a file inside the rootdir: named relative to it
     report = read_report(pytester.path / "r.json")
     assert report["run"]["engine"] == report["summary"]["engine"] == label
     result.stdout.fnmatch_lines([f"  every case ran on {label} (the databases below are the cases' own labels)"])

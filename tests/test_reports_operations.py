@@ -417,3 +417,21 @@ def test_a_path_outside_the_rootdir_is_shown_as_it_is(tmp_path: Path) -> None:
     assert shown_path(root / "ci" / "b.json", root) == str(Path("ci") / "b.json")
     assert shown_path(tmp_path / "elsewhere" / "h.jsonl", root) == str(tmp_path / "elsewhere" / "h.jsonl")
     assert shown_path("relative/r.json", root) == "relative/r.json"  # not made absolute first: said as given
+
+
+def test_a_dsn_file_is_named_relative_to_the_rootdir_in_the_summary_and_headers(pytester: pytest.Pytester) -> None:
+    from helpers import make_shop, read_report, write_suite
+
+    make_shop(pytester.path)
+    write_suite(pytester.path, [{"id": "a", "gold": "SELECT 1", "predicted": "SELECT 1"}])
+    result = pytester.runpytest("--nl2sql-dsn=shop.sqlite", "--nl2sql-report=json:r.json", "--nl2sql-report=md:r.md",
+                                "--nl2sql-report=html:r.html", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["  every case ran on sqlite:///shop.sqlite *"])
+    assert read_report(pytester.path / "r.json")["run"]["engine"] == "sqlite:///shop.sqlite"
+    root = str(pytester.path)
+    assert [line for line in result.stdout.lines if root in line and not line.startswith("rootdir:")] == []
+    md = (pytester.path / "r.md").read_text(encoding="utf-8")
+    assert root not in md and "engine `sqlite:///shop.sqlite`" in md
+    page = (pytester.path / "r.html").read_text(encoding="utf-8")
+    header = page.split('<section id="run">', 1)[1].split('<section id="charts">', 1)[0]  # the run and the summary
+    assert root not in header and "sqlite:///shop.sqlite" in header

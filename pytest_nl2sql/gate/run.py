@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_nl2sql.cases.parse import load_json
 from pytest_nl2sql.engines.url import DatabaseMissing, looks_like_url, parse_database, redact
+from pytest_nl2sql.shown import shown_path
 from pytest_nl2sql.reports.json import dumps  # NaN and infinities as null: strict parsers read every line
 
 
@@ -76,14 +77,21 @@ class CommitLookup:
 PER_CASE = "per case"  # the engine of a run without --nl2sql-dsn: each case's own database
 
 
-def engine_label(dsn: str | None) -> str:
+def engine_label(dsn: str | None, rootdir: Path | None = None) -> str:
     """Where the cases ran, for reports: the `--nl2sql-dsn` database as a URL that names its engine,
     password masked (`postgresql://user:***@127.0.0.1:5432/db`, `sqlite:////abs/shop.sqlite`,
-    `snowflake://user:***@account/db`), or "per case" (each case's own database)."""
+    `snowflake://user:***@account/db`), or "per case" (each case's own database). With `rootdir`,
+    a database file inside it is named relative to it (`sqlite:///data/shop.sqlite`): a CI runner's
+    absolute path says nothing to a reader of the summary or a report's header."""
     if not dsn:
         return PER_CASE
     try:
-        return parse_database(dsn).label()
+        spec = parse_database(dsn)
+        if rootdir is not None and spec.path is not None:
+            shown = shown_path(spec.path, rootdir)
+            if not os.path.isabs(shown):
+                return f"{spec.kind.value}:///{Path(shown).as_posix()}"
+        return spec.label()
     except DatabaseMissing:  # a run stops before this (a usage error); merged reports may still ask
         return redact(dsn) if looks_like_url(dsn) else dsn
 

@@ -81,7 +81,7 @@ class Controller:
         self.run = RunInfo(
             started=self.started.isoformat(timespec="seconds"), duration_s=round((utc_now() - self.started).total_seconds(), 3),
             label=settings.label, git_commit=self.commit.result() if self.commit else git_commit(rootdir),
-            engine=engine_label(settings.dsn),
+            engine=engine_label(settings.dsn, rootdir),
             complete=complete, options=settings.run_options(),
         )
         gate = Gate(
