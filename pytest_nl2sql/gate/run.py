@@ -17,8 +17,8 @@ from typing import Any
 
 from pytest_nl2sql.cases.parse import load_json
 from pytest_nl2sql.engines.url import DatabaseMissing, looks_like_url, parse_database, redact
-from pytest_nl2sql.shown import shown_path
 from pytest_nl2sql.reports.json import dumps  # NaN and infinities as null: strict parsers read every line
+from pytest_nl2sql.shown import shown_path
 
 
 @dataclass(frozen=True)
