@@ -334,12 +334,13 @@ class Pipeline:
 
     # --- Malloy predictions ------------------------------------------------------------------
 
-    def _compiled(self, case: Case, engine: Engine, prediction: PredictionOutcome) -> tuple[PredictionOutcome, str | None]:
+    def _compiled(self, case: Case, engine: Engine, prediction: PredictionOutcome) -> tuple[PredictionOutcome, str | Judgement | None]:
         """A Malloy prediction as the SQL it compiles to for the case's engine (in the dialect it is
         written in: DuckDB's for a SQLite case, which `judge` then reads as SQLite), or the compile
-        error as the problem (`pred_error`, "malloy: line N: ..."). `MalloySetupError`: Node or the
-        compiler is not set up, or the engine has no Malloy dialect (the case cannot be judged)."""
-        from pytest_nl2sql.malloy import MalloyCompileError, MalloyUnavailable
+        error as the problem (`pred_error`, "malloy: line N: ..."; a compile past the case's time
+        limit: the `pred_timeout` judgement). `MalloySetupError`: Node or the compiler is not set
+        up or keeps dying, or the engine has no Malloy dialect (the case cannot be judged)."""
+        from pytest_nl2sql.malloy import MalloyCompileError, MalloyTimeout, MalloyUnavailable
 
         query = prediction.value.text
         fenced = extract_sql(query)  # a model's Markdown answer: the query in its fenced block
@@ -348,8 +349,12 @@ class Pipeline:
         if not query.strip():
             return dataclasses.replace(prediction, value=""), None  # no_prediction, as empty SQL is
         try:
+            limits = self.options.limits
             compiled = self._malloy().compile(query, tables=self._malloy_tables(engine), dialect=engine.dialect,
-                                              model=self._malloy_model(case))
+                                              model=self._malloy_model(case), timeout=limits.timeout,
+                                              max_sql_chars=limits.max_sql_chars)
+        except MalloyTimeout as error:
+            return prediction, Judgement(Verdict.PRED_TIMEOUT, f"malloy: {error}")
         except MalloyCompileError as error:
             return prediction, f"malloy: {error}"
         except MalloyUnavailable as error:
@@ -600,12 +605,15 @@ class Pipeline:
                        floor_s=floor)
 
     def _judgement(self, case: Case, prediction: PredictionOutcome, engine: Engine, gold: GoldOutcome,
-                   problem: str | None = None) -> Judgement:
-        """`problem`: why no SQL could be taken out of a Markdown answer (`_sql_of`)."""
+                   problem: str | Judgement | None = None) -> Judgement:
+        """`problem`: why no SQL could be taken out of a Markdown answer (`_sql_of`) or a Malloy
+        one compiled, or the judgement already reached (a compile past the time limit)."""
         if prediction.error is not None:
             return Judgement(Verdict.PREDICTOR_ERROR, prediction.error)
         if prediction.stale:
             return Judgement(Verdict.NO_PREDICTION, "the recorded prediction is stale: the question or schema changed since it was recorded")
+        if isinstance(problem, Judgement):
+            return problem
         if problem is not None:
             return Judgement(Verdict.NO_PREDICTION if prediction.value == "" else Verdict.PRED_ERROR, problem)
         if isinstance(prediction.value, PredictedResult):

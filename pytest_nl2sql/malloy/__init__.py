@@ -7,7 +7,8 @@
     compiler.close()
 
 - `model.py`: the model generated from a schema when a suite gives none (`nl2sql malloy-model`).
-- `compiler.py`: the Node child and its JSON-lines protocol; `MalloyCompileError` with the line.
+- `compiler.py`: the Node child, its JSON-lines protocol and its bounds (source size, memory, time);
+  `MalloyCompileError` with the line, `MalloyTimeout`, `MalloyCrashed` (not the query's fault).
 - `home.py`: where the compiler is installed, and `nl2sql malloy-setup`, which installs it.
 - `names.py`: dialects, Malloy's reserved words and backquotes, table paths.
 - `node/`: the pinned npm package (`package.json`, `package-lock.json`) and the server script.
@@ -15,12 +16,13 @@
 Only this package needs Node, and only when a Malloy prediction is compiled: importing it does not.
 """
 
-from pytest_nl2sql.malloy.compiler import Compiled, MalloyCompileError, MalloyCompiler
+from pytest_nl2sql.malloy.compiler import Compiled, MalloyCompileError, MalloyCompiler, MalloyCrashed, MalloyTimeout
 from pytest_nl2sql.malloy.home import MalloyUnavailable, compiler_home, pinned_version, setup_compiler
 from pytest_nl2sql.malloy.model import generated_model
 from pytest_nl2sql.malloy.names import malloy_dialect, sql_dialect
 
 __all__ = [
-    "Compiled", "MalloyCompileError", "MalloyCompiler", "MalloyUnavailable", "compiler_home", "generated_model",
+    "Compiled", "MalloyCompileError", "MalloyCompiler", "MalloyCrashed", "MalloyTimeout", "MalloyUnavailable", "compiler_home",
+    "generated_model",
     "malloy_dialect", "pinned_version", "setup_compiler", "sql_dialect",
 ]

@@ -10,6 +10,20 @@ Node never opens the database. The request carries the tables (`copydb.model.Tab
 types, once per schema and child; the child answers Malloy's schema requests from them under any
 connection name, so a model's `duckdb.table('singer')` means the case's `singer` whatever the
 engine. A model is compiled once per (schema, dialect, text) and kept (32 at most).
+
+The query is a model's answer, so the child is bounded as a query is: a source over
+`SOURCE_LIMIT` bytes is refused unsent; the child's V8 heap is `memory_mb` (`--max-old-space-size`)
+and, on Linux, all it writes to memory `memory_mb + NATIVE_MB` (RLIMIT_DATA: V8 reserves far more
+address space than it uses, so RLIMIT_AS would stop it starting, not bound it); a compile may take
+`timeout` seconds (the case's `--nl2sql-timeout`) before the child is killed (`MalloyTimeout`);
+the compiled SQL may have `max_sql_chars`. The child dies with the process that started it
+(Linux's parent-death signal, set before Node runs; and it exits when its input closes).
+
+A child that stops while compiling is judged by what can be seen of its end. Out of memory (V8
+says so on stderr and aborts): the query's fault, a `MalloyCompileError`, once a fresh child has
+run out too (the one that failed may have held other compiles' models). Anything else (killed by
+a signal from outside, an exit nobody asked for): tried again in a fresh child, and a second
+death is `MalloyCrashed`, which blames neither the query nor the install.
 """
 
 from __future__ import annotations
@@ -18,20 +32,30 @@ import hashlib
 import json
 import os
 import queue
+import signal
 import subprocess
+import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from pytest_nl2sql.copydb.model import ColumnType, Kind, Table
+from pytest_nl2sql.engines.base import Limits
 from pytest_nl2sql.malloy.home import SERVER, MalloyUnavailable, pinned_version, require_compiler
 from pytest_nl2sql.malloy.model import generated_model
 from pytest_nl2sql.malloy.names import malloy_dialect, sql_dialect
 
 START_TIMEOUT = 60.0  # seconds for the child to load the compiler (1.5-2 s on a quiet machine)
+SOURCE_LIMIT = 256 * 1024  # bytes (UTF-8) of one Malloy query; a longer one is refused unsent
+MEMORY_MB = 512  # the child's V8 heap; a compile of a Spider query needs 30-60 MB, loading Malloy ~20
+NATIVE_MB = 512  # what the child may write to memory besides the heap (Node, buffers, code, young objects)
+_OOM_SAID = ("out of memory", "allocation failed", "bad_alloc", "cannot allocate memory")  # V8's and Node's words
+_MISSING_SAID = ("cannot find module", "err_module_not_found")  # Node's, when a file of the install is gone
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @dataclass(frozen=True)
@@ -86,20 +110,155 @@ def schema_json(tables: Sequence[Table]) -> list[dict[str, Any]]:
     return [{"name": t.name, "columns": [{"name": c.name, **malloy_type(c.type)} for c in t.columns]} for t in tables]
 
 
+@dataclass(frozen=True)
+class MalloyTimeout(MalloyCompileError):
+    """The compile outlived its time limit and the child was killed: `pred_timeout`, as a query
+    that outlives its limit."""
+
+
+class MalloyCrashed(MalloyUnavailable):
+    """The compiler died twice on a query, and not by running out of memory (a kill from outside,
+    an exit of its own): neither the query's fault nor a sign that the install is broken."""
+
+
+@dataclass(frozen=True)
+class _Death:
+    """How a child ended, as far as can be seen from outside."""
+
+    returncode: int | None  # None: still running but answering out of step (it was killed)
+    said: str  # what it wrote on stderr since the request began (the first 64 KB)
+
+    @property
+    def out_of_memory(self) -> bool:
+        """V8 and Node say so on stderr and abort; a kill from outside says nothing."""
+        return self.returncode == -signal.SIGABRT and any(word in self.said.lower() for word in _OOM_SAID)
+
+    @property
+    def signalled(self) -> bool:
+        return self.returncode is not None and self.returncode < 0
+
+    @property
+    def missing_files(self) -> bool:
+        return any(word in self.said.lower() for word in _MISSING_SAID)
+
+    def last_words(self) -> str:
+        """The line that says what happened, shortened: V8's "FATAL ERROR: …" when there is one,
+        else the last line that is not a stack frame or one of V8's section headings."""
+        lines = [line.strip() for line in self.said.splitlines() if line.strip()]
+        fatal = [line for line in lines if line.startswith(("FATAL ERROR", "Fatal", "terminate called"))]
+        plain = [line for line in lines if not line.startswith(("<---", "-----", "at ", "Node.js v"))
+                 and not line.split(":", 1)[0].strip().isdigit() and not line.startswith("[")]
+        chosen = fatal or plain or lines
+        return chosen[0 if fatal else -1][:300] if chosen else ""
+
+    def said_with(self) -> str:
+        """The death, and its last words when there are any."""
+        said = self.last_words()
+        return f"{self}: {said}" if said else str(self)
+
+    def __str__(self) -> str:
+        if self.returncode is None:
+            return "answered out of step"
+        if self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                return f"killed by signal {-self.returncode}"
+            return f"killed by signal {-self.returncode} ({name})"
+        return f"exited with status {self.returncode}"
+
+
+def _two_deaths(first: _Death, second: _Death) -> str:
+    """Both deaths in a few words, and the last thing the child said."""
+    both = f"{first}, twice" if str(first) == str(second) else f"{first}, then {second}"
+    said = second.last_words() or first.last_words()
+    return f"{both}: {said}" if said else both
+
+
+def _confinement(data_mb: int) -> Callable[[], None] | None:
+    """What a child does between fork and exec on Linux: ask for SIGKILL when the thread that
+    started it ends (the process killed, even by SIGKILL), and write at most `data_mb` to memory.
+    Everything it calls is looked up before the fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import resource
+
+    try:
+        prctl: Any = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        prctl = None
+    parent = os.getpid()
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = data_mb * 2**20 if hard == resource.RLIM_INFINITY else min(data_mb * 2**20, hard)
+    setrlimit, data, getppid, leave = resource.setrlimit, resource.RLIMIT_DATA, os.getppid, os._exit
+
+    def confine() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+            if getppid() != parent:  # it died before the request took: no signal will come
+                leave(1)
+        try:
+            setrlimit(data, (limit, limit))
+        except (OSError, ValueError):
+            pass  # a tighter limit was already set: it holds
+
+    return confine
+
+
+class _Spawner:
+    """Starts children from a thread of its own that lives until `close()`: Linux sends the
+    parent-death signal when the thread that forked the child ends, not its process, and the
+    thread that asks for a compile may be a short-lived one (a pool's)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[list[str], dict[str, Any], Future[subprocess.Popen[bytes]]] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def popen(self, args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._serve, name="malloy-compiler-spawner", daemon=True)
+            self._thread.start()
+        started: Future[subprocess.Popen[bytes]] = Future()
+        self._jobs.put((args, kwargs, started))
+        return started.result()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            args, kwargs, started = job
+            try:
+                started.set_result(subprocess.Popen(args, **kwargs))
+            except BaseException as error:  # given to the caller
+                started.set_exception(error)
+
+    def close(self) -> None:
+        """End the thread (its children must have ended: they die with it)."""
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread = None
+
+
 class _Stopped(Exception):
-    """The child ended (or was never reachable) while a request was in flight."""
+    """The child ended (`ended`: its output closed) or answered out of step while a request was in flight."""
+
+    def __init__(self, ended: bool = True) -> None:
+        super().__init__(ended)
+        self.ended = ended
 
 
 class _Child:
     """One Node process: requests written to its stdin, its lines read by a thread."""
 
-    def __init__(self, node: str, home: Path) -> None:
+    def __init__(self, node: str, home: Path, memory_mb: int, spawner: _Spawner) -> None:
         self.stderr: IO[bytes] = tempfile.TemporaryFile()
-        self.process = subprocess.Popen([node, str(SERVER), str(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self.stderr, cwd=home)
+        self.process = spawner.popen([node, f"--max-old-space-size={memory_mb}", str(SERVER), str(home)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, cwd=home,
+                                     preexec_fn=_confinement(memory_mb + NATIVE_MB))
         self.lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=self._read, name=f"malloy-compiler-{self.process.pid}", daemon=True).start()
         self.sent: set[str] = set()  # schema keys this child holds
+        self.served = 0  # queries compiled (or refused) so far
+        self.mark = 0  # where on stderr the request in hand began
 
     def _read(self) -> None:
         stdout = self.process.stdout
@@ -114,6 +273,10 @@ class _Child:
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         assert self.process.stdin is not None
         try:
+            self.mark = os.fstat(self.stderr.fileno()).st_size
+        except (OSError, ValueError):
+            self.mark = 0
+        try:
             self.process.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
             self.process.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
@@ -127,20 +290,32 @@ class _Child:
         try:
             answer = json.loads(line)
         except ValueError:
-            raise _Stopped() from None
+            raise _Stopped(ended=False) from None
         if not isinstance(answer, dict) or answer.get("id") != message["id"]:
-            raise _Stopped()  # out of step: start afresh rather than pair answers with the wrong queries
+            raise _Stopped(ended=False)  # out of step: start afresh rather than pair answers with the wrong queries
         return answer
 
-    def stderr_tail(self) -> str:
+    def death(self, stopped: _Stopped) -> _Death:
+        """How the child ended (`stopped` in a request): its exit status once it has exited (a
+        child that closed its output is exiting), and what it said on stderr since the request."""
+        returncode: int | None = None
+        if stopped.ended:
+            try:
+                returncode = self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        if returncode is None:
+            self.process.kill()
+            self.process.wait()
         try:
-            self.stderr.seek(max(0, self.stderr.seek(0, os.SEEK_END) - 1500))
-            return self.stderr.read().decode("utf-8", "replace").strip()
+            self.stderr.seek(self.mark)
+            said = self.stderr.read(64 * 1024).decode("utf-8", "replace")
         except (OSError, ValueError):
-            return ""
+            said = ""
+        return _Death(returncode, said)
 
     def stop(self, kill: bool = False) -> None:
-        """End the child: at the end of its input (it finishes the request in hand), or at once."""
+        """End the child: at the end of its input (once it is between requests), or at once."""
         if kill:
             self.process.kill()
         try:
@@ -159,12 +334,14 @@ class _Child:
 class MalloyCompiler:
     """Compiles Malloy queries to SQL for a case's engine, with one Node child (see the module)."""
 
-    def __init__(self, home: Path | None = None, *, timeout: float = 60.0) -> None:
+    def __init__(self, home: Path | None = None, *, timeout: float = 60.0, memory_mb: int = MEMORY_MB) -> None:
         self.home = home  # None: `home.compiler_home()`, looked up when the child starts
-        self.timeout = timeout  # seconds one compile may take before the child is ended
+        self.timeout = timeout  # seconds one compile may take before the child is ended (`compile(timeout=)`)
+        self.memory_mb = memory_mb  # the child's V8 heap, in MB
         self.starts = 0  # children started so far (one per process, unless one died)
         self._lock = threading.Lock()
         self._child: _Child | None = None
+        self._spawner = _Spawner()
         self._next_id = 1
         self._schemas: dict[tuple[Table, ...], tuple[str, list[dict[str, Any]]]] = {}
         self._models: dict[tuple[str, str], str] = {}
@@ -175,44 +352,60 @@ class MalloyCompiler:
         child = self._child
         return child.process.pid if child is not None and child.process.poll() is None else None
 
-    def compile(self, query: str, *, tables: Sequence[Table], dialect: str, model: str | None = None) -> Compiled:
+    def compile(self, query: str, *, tables: Sequence[Table], dialect: str, model: str | None = None,
+                timeout: float | None = None, max_sql_chars: int = Limits.max_sql_chars) -> Compiled:
         """`query` (Malloy) as SQL for the engine whose sqlglot name is `dialect`, against `model`
-        (Malloy text; None: `generated_model(tables, dialect)`). `MalloyCompileError` when
-        Malloy refuses it; `MalloyUnavailable` when Node or the compiler is missing."""
+        (Malloy text; None: `generated_model(tables, dialect)`), within `timeout` seconds (None:
+        `self.timeout`). `MalloyCompileError` when Malloy refuses it, the source is over
+        `SOURCE_LIMIT` bytes, its SQL over `max_sql_chars` or the compile over the child's memory;
+        `MalloyTimeout` past the time limit; `MalloyUnavailable` when Node or the compiler is
+        missing, `MalloyCrashed` when the compiler died twice of something else."""
+        size = len(query.encode("utf-8", "surrogatepass"))
+        if size > SOURCE_LIMIT:
+            raise MalloyCompileError(f"source too large ({size:,} bytes; limit {SOURCE_LIMIT:,} bytes)")
         target = malloy_dialect(dialect)
+        limit = self.timeout if timeout is None else timeout
         key, described = self._schema(tables)
         if model is None:
             model = self._generated(key, tables, dialect)
         with self._lock:
-            for attempt in (1, 2):
+            first: _Death | None = None
+            while True:
                 child = self._running()
-                message = {"id": self._next_id, "query": query, "model": model, "dialect": target, "schema": key}
+                fresh = child.served == 0
+                message = {"id": self._next_id, "query": query, "model": model, "dialect": target, "schema": key,
+                           "max_sql": max_sql_chars}
                 self._next_id += 1
                 if key not in child.sent:
                     message["tables"] = described
                 try:
-                    answer = child.request(message, self.timeout)
+                    answer = child.request(message, limit)
                 except TimeoutError:
                     self._end(kill=True)
-                    raise MalloyCompileError(f"the Malloy compiler took more than {self.timeout:g} s on this query") from None
-                except _Stopped:
-                    why = child.stderr_tail()
+                    raise MalloyTimeout(f"the Malloy compiler took more than {limit:g} s on this query and was stopped") from None
+                except _Stopped as stopped:
+                    death = child.death(stopped)
                     self._end(kill=True)
-                    if attempt == 2:
-                        raise MalloyCompileError("the Malloy compiler stopped while compiling this query"
-                                                 + (f": {why}" if why else "")) from None
+                    if death.out_of_memory and fresh:
+                        raise MalloyCompileError(f"the Malloy compiler ran out of memory on this query (limit {self.memory_mb} MB"
+                                                 f" of heap; {death.last_words()})") from None
+                    if first is not None:
+                        raise MalloyCrashed(f"the Malloy compiler died twice while compiling this query ({_two_deaths(first, death)});"
+                                            " not the prediction's fault") from None
+                    first = death
                     continue
                 child.sent.add(key)
+                child.served += 1
                 error = answer.get("error")
                 if error is not None:
                     raise MalloyCompileError(str(error.get("message") or "unknown error"), error.get("line"), error.get("in") == "model")
                 return Compiled(answer["sql"], sql_dialect(dialect))
-        raise AssertionError("unreachable")
 
     def close(self) -> None:
         """End the child (a later `compile()` starts another)."""
         with self._lock:
             self._end()
+            self._spawner.close()
 
     def __enter__(self) -> MalloyCompiler:
         return self
@@ -239,25 +432,37 @@ class MalloyCompiler:
         return text
 
     def _running(self) -> _Child:
+        """The child, started if there is none. A start that a signal ended is tried once more;
+        only files missing from the home send the user to `nl2sql malloy-setup`."""
         if self._child is not None and self._child.process.poll() is None:
             return self._child
         self._end()
         node, home = require_compiler(self.home)
-        child = _Child(node, home)
-        self.starts += 1
-        try:
-            answer = child.request({"id": 0, "hello": True}, START_TIMEOUT)
-        except (_Stopped, TimeoutError):
-            why = child.stderr_tail()
-            child.stop(kill=True)
-            raise MalloyUnavailable(f"the Malloy compiler in {home} did not start"
-                                    + (f": {why}" if why else "") + "; run `nl2sql malloy-setup` again") from None
-        if answer.get("version") != pinned_version():
-            child.stop()
-            raise MalloyUnavailable(f"the Malloy compiler in {home} is {answer.get('version')}, not {pinned_version()}: "
-                                    "run `nl2sql malloy-setup`")
-        self._child = child
-        return child
+        first: _Death | None = None
+        while True:
+            child = _Child(node, home, self.memory_mb, self._spawner)
+            self.starts += 1
+            try:
+                answer = child.request({"id": 0, "hello": True}, START_TIMEOUT)
+            except TimeoutError:
+                child.stop(kill=True)
+                raise MalloyUnavailable(f"the Malloy compiler in {home} did not start within {START_TIMEOUT:g} s") from None
+            except _Stopped as stopped:
+                death = child.death(stopped)
+                child.stop(kill=True)
+                if death.missing_files or not (home / "node_modules" / "@malloydata" / "malloy" / "package.json").is_file():
+                    raise MalloyUnavailable(f"the Malloy compiler in {home} did not start ({death.said_with()}):"
+                                            " files of it are missing; run `nl2sql malloy-setup` again") from None
+                if death.signalled and first is None:
+                    first = death
+                    continue
+                raise MalloyUnavailable(f"the Malloy compiler in {home} did not start ({_two_deaths(first, death) if first else death.said_with()})") from None
+            if answer.get("version") != pinned_version():
+                child.stop()
+                raise MalloyUnavailable(f"the Malloy compiler in {home} is {answer.get('version')}, not {pinned_version()}: "
+                                        "run `nl2sql malloy-setup`")
+            self._child = child
+            return child
 
     def _end(self, kill: bool = False) -> None:
         child, self._child = self._child, None

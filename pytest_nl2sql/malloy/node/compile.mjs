@@ -6,7 +6,8 @@
 //   -> {"id": 1, "sql": "SELECT ..."} or {"id": 1, "error": {"message": "...", "line": 3, "in": "query"}}
 // (`line` is 1-based, `in` says which text it is in: "query" or "model"; both null when Malloy gives none).
 // `tables` may be left out once a schema key has been sent: the server keeps each schema by key.
-// {"id": 0, "hello": true} -> {"id": 0, "version": "0.0.431"} (a start-up check).
+// `max_sql` (optional): SQL longer than this many characters is an error, not an answer.
+// {"id": 0, "hello": true} -> {"id": 0, "version": "0.0.431"} (a start-up check, once a first query is compiled).
 //
 // No database is ever opened here: the only connection answers Malloy's schema requests from the
 // tables the request carries, under whatever connection name the model uses (it means the case's
@@ -159,9 +160,34 @@ async function compile(request) {
   const model = modelFor(request);
   try {
     const query = model.loadQuery(request.query);
-    return {sql: await query.getSQL()};
+    const sql = await query.getSQL();
+    if (typeof request.max_sql === 'number' && sql.length > request.max_sql) {
+      const count = n => n.toLocaleString('en-US');
+      return {error: {message: `the compiled SQL is ${count(sql.length)} characters long, over the ${count(request.max_sql)} a query may have`,
+                      line: null, in: null}};
+    }
+    return {sql};
   } catch (error) {
     return {error: problem(error)};
+  }
+}
+
+// The first compile in a process takes seconds (code loaded and compiled lazily), the next ones
+// milliseconds: one is done at start-up, so that a query's time limit is not spent on it.
+async function warmUp() {
+  const request = {
+    schema: '\u0000warm-up', dialect: 'duckdb', tables: [{name: 'w', columns: [{name: 'k', type: 'number'}]}],
+    model: "source: w is duckdb.table('w') extend { primary_key: k; join_one: v is duckdb.table('w') on k = v.k }",
+    query: 'run: w -> { group_by: v.k; aggregate: n is count(); nest: x is { group_by: k; aggregate: s is k.sum() } }',
+  };
+  try {
+    const compiled = await compile(request);
+    if (compiled.error) console.error(`warm-up: ${compiled.error.message}`);
+  } catch (error) {
+    console.error(`warm-up: ${(error && error.message) || error}`);
+  } finally {
+    schemas.delete(request.schema);
+    models.delete(JSON.stringify([request.schema, request.dialect, request.model]));
   }
 }
 
@@ -172,7 +198,10 @@ async function handle(line) {
   } catch (error) {
     return {id: null, error: {message: `not JSON: ${error.message}`, line: null, in: null}};
   }
-  if (request.hello) return {id: request.id, version: Malloy.version};
+  if (request.hello) {
+    await warmUp();
+    return {id: request.id, version: Malloy.version};
+  }
   try {
     return {id: request.id, ...(await compile(request))};
   } catch (error) {
@@ -185,6 +214,12 @@ const lines = readline.createInterface({input: process.stdin, terminal: false});
 let queue = Promise.resolve();
 lines.on('line', line => {
   if (!line.trim()) return;
-  queue = queue.then(async () => { process.stdout.write(JSON.stringify(await handle(line)) + '\n'); });
+  queue = queue.then(async () => {
+    // A compile may never wait for I/O: without this turn of the event loop, queued requests would
+    // run one after another before the end of the input was noticed.
+    await new Promise(resolve => setImmediate(resolve));
+    process.stdout.write(JSON.stringify(await handle(line)) + '\n');
+  });
 });
-lines.on('close', () => { queue.then(() => process.exit(0)); });
+// The end of the input: the plugin closed it, or it died. What is queued is nobody's any more.
+lines.on('close', () => process.exit(0));
