@@ -181,6 +181,44 @@ def test_a_row_more_than_the_gold_fails_once_a_neighbour_repeats_a_name(tmp_path
     assert items["rewrite"]["verdict"] == "pass" and items["rewrite"]["neighbours"]["fragile"] == 0
 
 
+# A gold whose answer is the database's pick among tied rows (a bare column beside MIN, a LIMIT inside
+# a subquery) excused any difference once a neighbour held a tie, `>=` for `>` too. Only a prediction
+# that gives one of the gold's possible answers (a tied row picked, or all of them) is excused now.
+TIES = """
+CREATE TABLE employee(id INTEGER PRIMARY KEY, name TEXT, dept TEXT, bonus INTEGER);
+INSERT INTO employee VALUES (1, 'ann', 'sales', 120), (2, 'bob', 'sales', 300), (3, 'cy', 'ops', 40), (4, 'dee', 'ops', 50),
+    (5, 'eve', 'sales', 200), (6, 'fay', 'hr', 30), (7, 'gus', 'hr', 10), (8, 'hal', 'ops', 150), (9, 'ivy', 'sales', 80),
+    (10, 'jo', 'hr', 75);
+"""
+BARE = "SELECT min(bonus), name FROM employee WHERE bonus > 20"
+INNER = "SELECT name FROM employee WHERE id = (SELECT id FROM employee WHERE bonus > 20 ORDER BY bonus LIMIT 1)"
+
+
+def test_a_tie_the_gold_leaves_to_the_database_excuses_only_the_gold_s_possible_answers(tmp_path: Path) -> None:
+    from pytest_nl2sql.api import evaluate_suite
+
+    suite = _staff_suite(tmp_path, [
+        {"id": "bare-wrong", "gold": BARE, "predicted": "SELECT min(bonus), name FROM employee WHERE bonus >= 20"},
+        {"id": "bare-all", "gold": BARE,
+         "predicted": "SELECT bonus, name FROM employee WHERE bonus = (SELECT min(bonus) FROM employee WHERE bonus > 20)"},
+        {"id": "bare-pick", "gold": BARE,
+         "predicted": "SELECT bonus, name FROM employee WHERE bonus > 20 ORDER BY bonus, name DESC LIMIT 1"},
+        {"id": "inner-wrong", "gold": INNER,
+         "predicted": "SELECT name FROM employee WHERE id = (SELECT id FROM employee WHERE bonus >= 20 ORDER BY bonus LIMIT 1)"},
+        {"id": "inner-all", "gold": INNER,
+         "predicted": "SELECT name FROM employee WHERE bonus = (SELECT min(bonus) FROM employee WHERE bonus > 20)"},
+        {"id": "inner-pick", "gold": INNER, "predicted": "SELECT name FROM employee WHERE bonus > 20 ORDER BY bonus, id DESC LIMIT 1"},
+    ], TIES)
+    items = {item["id"]: item for item in evaluate_suite(suite, rootdir=tmp_path, cache_dir=tmp_path / "cache")["items"]}
+    for wrong in ("bare-wrong", "inner-wrong"):
+        assert (items[wrong]["verdict"], items[wrong]["reason"]) == ("mismatch", "neighbour database"), wrong
+    for right, why in (("bare-all", "bare column"), ("bare-pick", "bare column"), ("inner-all", "LIMIT inside a subquery"),
+                       ("inner-pick", "LIMIT inside a subquery")):
+        item = items[right]
+        assert item["verdict"] == "pass" and item["neighbours"]["failed"] == 0, right
+        assert item["neighbours"]["fragile"] >= 1 and why in item["neighbours"]["counterexample"]["breaks"], right
+
+
 # ----------------------------------------------------------------------------- 2. big integers against doubles
 
 BIG = [(10**15 + 1, 1000000000000001.0, "x"), (2**60, 2.0**60, "y"), (10**15, 1e15, "z"), (3, 3.0, "w")]

@@ -13,8 +13,9 @@ nothing about the prediction. Two shapes, read from the gold with sqlglot:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,30 +24,39 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from pytest_nl2sql.engines.base import Engine, EngineError, Limits
+from pytest_nl2sql.judge.compare import CompareOptions, Mode, compare_results
 from pytest_nl2sql.judge.execute import execute_once_more_if_lost
 
 
 def why_gold_is_fragile(golds: Sequence[str], dialect: str | None, engine: Engine, limits: Limits,
-                        keys: frozenset[tuple[str, str]], differing: Sequence[Any]) -> str | None:
+                        keys: frozenset[tuple[str, str]], differing: Sequence[Any],
+                        predicted: Sequence[Sequence[Any]] | None = None,
+                        compare: Mapping[str, Any] | None = None) -> str | None:
     """Why the (first) gold's answer on `engine`'s database is not one to hold a prediction to, or
     None. `keys`: (table, column), lower case, of the columns that identify a row or a parent there
-    (declared or kept keys, references); `differing`: the values of the result rows that differ."""
+    (declared or kept keys, references); `differing`: the values of the result rows that differ.
+    `predicted`: the prediction's rows there (compared under `compare`): a tie then excuses the
+    difference only when the prediction gives one of the answers the gold could give (one tied row
+    picked, or all of them), not when it differs for a reason of its own (`>=` for `>`)."""
     tree = _parse(golds[0], dialect) if golds else None
     if tree is None:
         return None
-    for probe, cut in _inner_limit_probes(tree, dialect or ""):
+    options = CompareOptions.from_mapping({**(compare or {}), "mode": "exec"})
+    for probe, cut, answers in _inner_limit_probes(tree, dialect or ""):
         try:
             rows = execute_once_more_if_lost(engine, probe, limits, trusted=True).rows
         except EngineError:
             continue
-        if len(rows) > cut and rows[cut - 1] == rows[cut]:
+        if len(rows) > cut and rows[cut - 1] == rows[cut] and (
+                predicted is None or _one_of(engine, limits, answers, predicted, options)):
             return "a tie that the gold's LIMIT inside a subquery cuts, which the case's database never has"
-    for probe in _bare_column_probes(tree, dialect or ""):
+    for probe, choices in _bare_column_probes(tree, dialect or ""):
         try:
             rows = execute_once_more_if_lost(engine, probe, limits, trusted=True).rows
         except EngineError:
             continue
-        if rows and rows[0] and isinstance(rows[0][0], int) and rows[0][0] > 1:
+        if rows and rows[0] and isinstance(rows[0][0], int) and rows[0][0] > 1 and (
+                predicted is None or _among(engine, limits, choices, predicted, options)):
             return "rows tied at the MIN or MAX beside which the gold shows a bare column (the database picks one)"
     for operation in tree.find_all(exp.Except, exp.Intersect):
         branches = [_projected(branch) for branch in (operation.this, operation.expression)]
@@ -75,6 +85,33 @@ def _shared(engine: Engine, limits: Limits, column: tuple[str, str], dialect: st
     return bool(rows)
 
 
+def _one_of(engine: Engine, limits: Limits, answers: Sequence[str], predicted: Sequence[Sequence[Any]],
+            options: CompareOptions) -> bool:
+    """Is the prediction's result that of one of `answers` (the gold with its tie resolved one way)?"""
+    for answer in answers:
+        try:
+            rows = execute_once_more_if_lost(engine, answer, limits, trusted=True).rows
+        except EngineError:
+            continue
+        if compare_results(rows, predicted, False, options, explain=False).match:
+            return True
+    return False
+
+
+def _among(engine: Engine, limits: Limits, choices: str | None, predicted: Sequence[Sequence[Any]],
+           options: CompareOptions) -> bool:
+    """Are the prediction's rows (one or more) among the rows the gold could show (`choices`: one
+    per tied row)?"""
+    if choices is None:
+        return False
+    try:
+        rows = execute_once_more_if_lost(engine, choices, limits, trusted=True).rows
+    except EngineError:
+        return False
+    within = dataclasses.replace(options, mode=Mode.SUBSET)
+    return bool(predicted) and compare_results(predicted, rows, False, within, explain=False).match
+
+
 @functools.lru_cache(maxsize=256)  # a pure function of the text: a shrink asks again for every attempt (the tree is only read)
 def _parse(sql: str, dialect: str | None) -> exp.Expression | None:
     try:
@@ -83,9 +120,9 @@ def _parse(sql: str, dialect: str | None) -> exp.Expression | None:
         return None
 
 
-def _inner_limit_probes(tree: exp.Expression, dialect: str) -> list[tuple[str, int]]:
+def _inner_limit_probes(tree: exp.Expression, dialect: str) -> list[tuple[str, int, list[str]]]:
     """For each SELECT below the top level with an ORDER BY and a literal LIMIT n: a query for its
-    first n+1 rows' ORDER BY keys, and n."""
+    first n+1 rows' ORDER BY keys, n, and the gold with that tie resolved other ways (`_answers`)."""
     probes = []
     for select in tree.find_all(exp.Select):
         if select is tree or select.parent is None or not select.args.get("order") or not select.args.get("limit"):
@@ -98,16 +135,55 @@ def _inner_limit_probes(tree: exp.Expression, dialect: str) -> list[tuple[str, i
         probe.set("expressions", [ordered.this.copy() for ordered in select.args["order"].expressions])
         probe.set("limit", exp.Limit(expression=exp.Literal.number(cut + 1)))
         try:
-            probes.append((probe.sql(dialect=dialect), cut))
+            probes.append((probe.sql(dialect=dialect), cut, _answers(tree, select, cut, dialect)))
         except (SqlglotError, ValueError):
             continue
     return probes
 
 
-def _bare_column_probes(tree: exp.Expression, dialect: str) -> list[str]:
+def _answers(tree: exp.Expression, select: exp.Select, cut: int, dialect: str) -> list[str]:
+    """The gold with the tie at `select`'s LIMIT resolved: ordered further by each column it shows,
+    ascending and descending (one tied row picked, several ways), and, for one ORDER BY key, every
+    row tied at the cut kept (`= (subquery)` read as `IN`)."""
+    answers = []
+    order = select.args["order"].expressions
+    for shown in select.expressions[:4]:
+        for descending in (False, True):
+            variant = tree.copy()
+            inner = _same_node(tree, variant, select)
+            breaker = exp.Ordered(this=shown.unalias().copy(), desc=descending)
+            inner.set("order", exp.Order(expressions=[o.copy() for o in order] + [breaker]))
+            answers.append(variant.sql(dialect=dialect))
+    if len(order) == 1:
+        variant = tree.copy()
+        inner = _same_node(tree, variant, select)
+        key, descending = order[0].this, bool(order[0].args.get("desc"))
+        bound = select.copy()
+        bound.set("expressions", [key.copy()])
+        bound.set("limit", exp.Limit(expression=exp.Literal.number(1)))
+        bound.set("offset", exp.Offset(expression=exp.Literal.number(cut - 1)))
+        kept = (exp.GTE if descending else exp.LTE)(this=key.copy(), expression=exp.Subquery(this=bound))
+        inner.set("limit", None)
+        inner.set("order", None)
+        inner.where(kept, copy=False)
+        holder = inner.parent.parent if isinstance(inner.parent, exp.Subquery) else None
+        if isinstance(holder, exp.EQ):
+            other = holder.left if holder.right is inner.parent else holder.right
+            holder.replace(exp.In(this=other.copy(), query=inner.parent.copy()))
+        answers.append(variant.sql(dialect=dialect))
+    return answers
+
+
+def _same_node(tree: exp.Expression, copied: exp.Expression, node: exp.Expression) -> exp.Expression:
+    """`node` of `tree`, found at the same place in `copied` (a copy of `tree`)."""
+    return next(b for a, b in zip(tree.walk(), copied.walk()) if a is node)
+
+
+def _bare_column_probes(tree: exp.Expression, dialect: str) -> list[tuple[str, str | None]]:
     """For a SELECT without GROUP BY that shows one MIN or MAX beside plain columns (`SELECT
     min(version), type FROM templates`: SQLite shows the row of the minimum), a query counting the
-    rows at that minimum: more than one, and which row's columns show is the database's choice."""
+    rows at that minimum: more than one, and which row's columns show is the database's choice;
+    and a query for the rows the gold could show, one per row at the minimum."""
     probes = []
     for select in tree.find_all(exp.Select):
         if select.args.get("group") or not (select.args.get("from") or select.args.get("from_")):
@@ -118,13 +194,22 @@ def _bare_column_probes(tree: exp.Expression, dialect: str) -> list[str]:
         if len(extremes) != 1 or not bare or others:
             continue
         function = extremes[0].unalias()
+        top = select is tree
         rows = select.copy()
         rows.set("expressions", [exp.alias_(function.this.copy(), "nl2sql_v")])
         for key in ("order", "limit", "offset"):
             rows.set(key, None)
         inner = rows.sql(dialect=dialect)
         name = "min" if isinstance(function, exp.Min) else "max"
-        probes.append(f"SELECT count(*) FROM ({inner}) AS nl2sql_r WHERE nl2sql_v = (SELECT {name}(nl2sql_v) FROM ({inner}) AS nl2sql_s)")
+        extreme = f"(SELECT {name}(nl2sql_v) FROM ({inner}) AS nl2sql_s)"
+        choices = select.copy()  # (below the top level: no rows the whole gold could show, nothing excused)
+        choices.set("expressions", [function.this.copy() if e is extremes[0] else e.copy() for e in select.expressions])
+        for key in ("order", "limit", "offset"):
+            choices.set(key, None)
+        choices.where(exp.EQ(this=function.this.copy(), expression=sqlglot.parse_one(extreme, read=dialect or None)),
+                      copy=False)
+        probes.append((f"SELECT count(*) FROM ({inner}) AS nl2sql_r WHERE nl2sql_v = {extreme}",
+                       choices.sql(dialect=dialect) if top else None))
     return probes
 
 

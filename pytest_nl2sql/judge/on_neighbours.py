@@ -251,7 +251,9 @@ def not_the_prediction_s_fault(database: OtherDatabase, own_gold: GoldOutcome, g
     except (EngineError, OSError, ValueError):
         return None
     try:
-        return why_gold_is_fragile(rules.golds, rules.dialect, engine, limits, keys, _differing_values(judgement))
+        predicted = judgement.result.rows if judgement.result is not None else []
+        return why_gold_is_fragile(rules.golds, rules.dialect, engine, limits, keys, _differing_values(judgement),
+                                   predicted, rules.compare)
     finally:
         engine.close()
 
