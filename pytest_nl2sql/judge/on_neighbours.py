@@ -43,8 +43,6 @@ from pytest_nl2sql.vocab import Verdict
 
 SHRINK_BUDGET = 128  # runs of gold + prediction spent shrinking a counterexample (~2 ms each; most stop early, at
 # a set from which no single row can go; the rows kept are remembered beside the neighbour, so a warm run replays one)
-PASS_RULES = 2  # bumped when what a pass on neighbours takes changes: a pass remembered under older rules
-# is not recalled (2: a prediction's own rows holding NULL or 0, or its extra copies, are no longer excused)
 FOLDER_SUFFIXES = {EngineKind.SQLITE: (".sqlite", ".sqlite3", ".db"), EngineKind.DUCKDB: (".duckdb",)}
 
 
@@ -208,7 +206,7 @@ def _verdict_path(databases: Sequence[OtherDatabase], key: str) -> Path | None:
     folders = {database.path.parent for database in databases if database.generated is not None}
     if len(folders) != 1 or any(database.generated is None for database in databases):
         return None
-    return folders.pop() / "verdicts" / f"{key[:40]}.r{PASS_RULES}.json"
+    return folders.pop() / "verdicts" / f"{key[:40]}.json"
 
 
 def _recall_pass(path: Path | None, total: int) -> NeighbourCheck | None:
