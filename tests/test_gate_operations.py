@@ -328,3 +328,53 @@ def test_an_update_keeps_the_entries_of_cases_deselected_or_not_collected(pytest
         assert baseline_cases(pytester.path / "base.json") == before, args
     result = pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline", "-k", "q1")
     result.stdout.fnmatch_lines(["baseline written: *base.json (6 cases; 10 entries of cases not judged in this run kept as they were)"])
+
+
+# --- partial runs: thresholds, history, baseline updates ------------------------------------------------
+
+
+@pytest.fixture
+def three(pytester: pytest.Pytester) -> pytest.Pytester:
+    """Three cases, one wrong (b), thresholds in the ini file."""
+    make_shop(pytester.path)
+    write_suite(pytester.path, [{**c, "predicted": PREDICTED[c["id"]]} for c in SHOP_CASES], database="shop.sqlite")
+    pytester.makeini("[pytest]\nnl2sql_fail_under = 0.9\n")
+    return pytester
+
+
+@pytest.mark.parametrize("selection", [["-k", "not b"], ["shop.nl2sql.yaml::a", "shop.nl2sql.yaml::c"], ["-n", "2", "-k", "not b"]])
+def test_a_partial_run_is_not_gated_on_the_suite_s_thresholds(three: pytest.Pytester, selection: list[str]) -> None:
+    full = three.runpytest()
+    assert full.ret == pytest.ExitCode.TESTS_FAILED
+    full.stdout.fnmatch_lines(["nl2sql: execution accuracy 0.667 (2/3) is below --nl2sql-fail-under=0.9"])
+    partial = three.runpytest(*selection)
+    partial.assert_outcomes(passed=2)
+    assert partial.ret == pytest.ExitCode.OK, partial.stdout.str()
+    partial.stdout.fnmatch_lines(["thresholds not applied: partial run (2 of 3 cases)*"])
+
+
+def test_last_failed_is_a_partial_run(three: pytest.Pytester) -> None:
+    three.makeini("[pytest]\nnl2sql_fail_under = 0.5\n")
+    three.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    before = baseline_cases(three.path / "base.json")
+    assert three.runpytest().ret == pytest.ExitCode.TESTS_FAILED  # b fails: --lf will run it alone
+    rerun = three.runpytest("--lf", "--nl2sql-report=json:r.json", "--nl2sql-history=h.jsonl")
+    rerun.assert_outcomes(failed=1)
+    rerun.stdout.fnmatch_lines(["thresholds not applied: partial run (1 of 3 cases)*"])  # 0/1 is below 0.5: not the suite's figure
+    assert "below --nl2sql-fail-under" not in rerun.stdout.str()
+    assert strict_json(three.path / "r.json")["run"]["partial"] is True
+    update = three.runpytest("--lf", "--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    update.stdout.fnmatch_lines(["baseline written: *(1 cases; 2 entries of cases not judged in this run kept as they were)"])
+    assert baseline_cases(three.path / "base.json") == before  # a and c were not judged: kept, not forgotten
+
+
+def test_the_history_marks_a_partial_run_and_the_trend_leaves_it_out(three: pytest.Pytester) -> None:
+    three.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=full")
+    partial = three.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=some", "-k", "not b and not c", "--nl2sql-report=md:r.md")
+    partial.stdout.fnmatch_lines(["history: *h.jsonl (+1 run, marked partial: 1 of 3 cases; the trend leaves it out)"])
+    lines = [json.loads(line) for line in (three.path / "h.jsonl").read_text().splitlines()]
+    assert [(entry["run"]["label"], entry["run"]["partial"], entry["summary"]["total"]) for entry in lines] == [
+        ("full", False, 3), ("some", True, 1)]
+    three.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=again", "--nl2sql-report=md:r.md")
+    trend = (three.path / "r.md").read_text()
+    assert "full" in trend and "again" in trend and "some" not in trend

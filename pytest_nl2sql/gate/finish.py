@@ -44,7 +44,8 @@ class Gate:
     baseline_path: Path | None = None
     update_baseline: bool = False
     full_run: bool = False  # every case of the files that ran: an update forgets deleted cases
-    selected: bool = False  # a pytest run of some cases only (-k, -m, node ids): no history line, no empty-bucket gate
+    selected: bool = False  # a partial run: some cases of the files collected (-k, -m, node ids, --lf): no gate, history line marked
+    selection: str = ""  # how much was selected, in words ("2 of 3 cases"), for the messages
     record: Path | None = None
     history: Path | None = None
     reports: Sequence[tuple[str, Path]] = ()  # (format, path)
@@ -84,15 +85,15 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
     usage_error = False
     if gate.history is not None:
         try:
-            if not gate.selected:
-                append_history(gate.history, run, summary)
-                messages.append(f"history: {shown_path(gate.history, gate.rootdir)} (+1 run)")
-            else:  # a trend of runs over different cases would show changes no model made
-                messages.append(f"history: {shown_path(gate.history, gate.rootdir)} not appended to (a partial run: -k, -m or node ids)")
+            append_history(gate.history, run, summary)  # a partial run's line says so (run.partial)
+            partial = f", marked partial: {gate.selection or 'some cases only'}; the trend leaves it out" if gate.selected else ""
+            messages.append(f"history: {shown_path(gate.history, gate.rootdir)} (+1 run{partial})")
         except OSError as e:
             failures.append(f"nl2sql: cannot append to the history {gate.history}: {e}")
         try:
-            history = read_history(gate.history)  # oldest first, this run last: the trend of md and xlsx
+            # oldest first, this run last: the trend of md, xlsx and html, without partial runs (a
+            # trend over different cases would show changes no model made)
+            history = [entry for entry in read_history(gate.history) if entry["run"].get("partial") is not True]
         except HistoryError as e:  # the reports are still written, without the trend
             failures.append(f"nl2sql: {e}")
             usage_error = True
@@ -109,7 +110,11 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
             failures.append(f"nl2sql: {e}")
         except Exception as e:  # noqa: BLE001 - nor one that cannot be rendered
             failures.append(f"nl2sql: the {fmt} report {path} could not be written: {type(e).__name__}: {e}")
-    failures += check_thresholds(gate.fail_under, summary, partial=gate.selected)
+    if gate.selected and gate.fail_under:  # a floor for the suite, not for whichever cases were picked
+        messages.append(f"thresholds not applied: partial run ({gate.selection or 'some cases only'}); "
+                        "they are checked on runs of every case of the files collected")
+    else:
+        failures += check_thresholds(gate.fail_under, summary)
     return Finished(summary, report, messages, failures, usage_error)
 
 
@@ -125,7 +130,8 @@ def _counts_only(results: Sequence[CaseResult]) -> dict[str, Any]:
         by_verdict[r.verdict.value] = by_verdict.get(r.verdict.value, 0) + 1
     return {"total": len(sql), "passed": passed, "errors": errors, "failed": judged - passed,
             "accuracy": passed / judged if judged else None, "predictor_errors": sum(1 for r in sql if r.verdict is Verdict.PREDICTOR_ERROR),
-            "by_hardness": {}, "by_tag": {}, "by_database": {}, "by_verdict": by_verdict, "baseline": None}
+            "by_hardness": {}, "by_tag": {}, "by_database": {}, "by_verdict": by_verdict, "baseline": None,
+            "quarantined": sum(1 for r in results if r.quarantine is not None)}
 
 
 def _unpredicted_is_no_regression(result: CaseResult) -> CaseResult:

@@ -32,11 +32,12 @@ class RunInfo:
     engine: str  # the --nl2sql-dsn database (password masked), or "per case"
     complete: bool  # false when the run was interrupted (Ctrl-C, -x, a crash of the session)
     options: Mapping[str, Any] = field(default_factory=dict)
+    partial: bool = False  # some cases of the files collected only (-k, -m, node ids, --lf): not the suite's figures
 
     def to_json(self) -> dict[str, Any]:
         return {"started": self.started, "duration_s": self.duration_s, "label": self.label,
                 "git_commit": self.git_commit, "engine": self.engine, "complete": self.complete,
-                "options": dict(self.options)}
+                "partial": self.partial, "options": dict(self.options)}
 
 
 def utc_now() -> _dt.datetime:

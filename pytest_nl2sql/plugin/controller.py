@@ -7,6 +7,7 @@ like pytest's junitxml: the reports are the truth, worker memory is never read.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,10 +23,61 @@ from pytest_nl2sql.plugin.settings import Settings
 from pytest_nl2sql.shown import safe_lines
 
 
+@dataclass(frozen=True)
+class Selected:
+    """How much of the collected case files a run selected."""
+
+    cases: int  # cases selected to run
+    in_files: int  # cases the collected case files hold (before -k, -m, node ids, --lf)
+    skipped_files: int = 0  # case files --lf did not even collect (none of their cases failed last time)
+
+    @property
+    def partial(self) -> bool:
+        return self.cases < self.in_files or self.skipped_files > 0
+
+    def words(self) -> str:
+        skipped = f"; --lf skipped {self.skipped_files} file{'s' if self.skipped_files != 1 else ''}" if self.skipped_files else ""
+        return f"{self.cases} of {self.in_files} cases{skipped}"
+
+
+WORKER_OUTPUT_KEY = "nl2sql_selected"
+
+
+class Selection:
+    """Counts, where cases are collected (the run's process, or each xdist worker), how many cases
+    the collected case files hold and how many were selected: a run of fewer (`-k`, `-m`, node
+    ids, `--lf`) is partial, and its figures are not the suite's. A worker hands its counts to the
+    controller in `workeroutput`."""
+
+    def __init__(self) -> None:
+        self.in_files: int | None = None
+        self.selected: Selected | None = None
+
+    @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect (and --lf, whose wrapper acts after every hook)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        files = {item.parent.nodeid: item.parent for item in items if isinstance(item, CaseItem) and item.parent is not None}
+        self.in_files = sum(getattr(file, "case_count", 0) for file in files.values())
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.in_files is None:
+            return
+        cases = sum(1 for item in session.items if isinstance(item, CaseItem))
+        last_failed = session.config.pluginmanager.get_plugin("lfplugin")
+        skipped = getattr(last_failed, "_skipped_files", 0) if last_failed is not None else 0
+        self.selected = Selected(cases, max(self.in_files, cases), skipped if isinstance(skipped, int) else 0)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        output = getattr(session.config, "workeroutput", None)  # an xdist worker: sent to the controller after this
+        if output is not None and self.selected is not None:
+            output[WORKER_OUTPUT_KEY] = [self.selected.cases, self.selected.in_files, self.selected.skipped_files]
+
+
 class Controller:
     """Collects every case's result from the test reports; finishes the session on the controller."""
 
-    def __init__(self, settings: Settings, baseline: Baseline | None) -> None:
+    def __init__(self, settings: Settings, baseline: Baseline | None, selection: Selection | None = None) -> None:
+        self.selection = selection or Selection()  # what this process collected (nothing under xdist)
+        self.selected_by_worker: Selected | None = None  # under xdist, what the first worker to finish collected
         self.settings = settings
         self.baseline = baseline  # the one the workers classify against, read once at configure
         self.results: dict[str, CaseResult] = {}  # the last result per nodeid, so reruns are safe
@@ -54,6 +106,12 @@ class Controller:
         if reporter is not None and total:
             self.progress = ProgressDisplay(reporter, total, config.get_verbosity())
 
+    @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without xdist
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        counts = (getattr(node, "workeroutput", None) or {}).get(WORKER_OUTPUT_KEY)
+        if self.selected_by_worker is None and isinstance(counts, list) and len(counts) == 3:
+            self.selected_by_worker = Selected(*(int(n) for n in counts))
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A case file that could not be read (from an xdist worker too: the controller gets failed
         collect reports): the summary names it, and a baseline update keeps its entries."""
@@ -78,15 +136,18 @@ class Controller:
             return  # no case ran and nothing was asked of us: stay silent
         complete = exitstatus != pytest.ExitCode.INTERRUPTED and not session.shouldfail and not session.shouldstop
         rootdir = session.config.rootpath
+        selected = self.selection.selected or self.selected_by_worker
+        partial = selected.partial if selected is not None else not _full_run(session)
         self.run = RunInfo(
             started=self.started.isoformat(timespec="seconds"), duration_s=round((utc_now() - self.started).total_seconds(), 3),
             label=settings.label, git_commit=self.commit.result() if self.commit else git_commit(rootdir),
             engine=engine_label(settings.dsn, rootdir),
-            complete=complete, options=settings.run_options(),
+            complete=complete, options=settings.run_options(), partial=partial,
         )
         gate = Gate(
             rootdir=rootdir, baseline=self.baseline, baseline_path=settings.baseline,
-            update_baseline=settings.update_baseline, full_run=_full_run(session), selected=not _full_run(session), record=settings.record,
+            update_baseline=settings.update_baseline, full_run=not partial, selected=partial,
+            selection=selected.words() if selected is not None else "-k, -m or node ids", record=settings.record,
             history=settings.history, reports=[(r.format, r.path) for r in settings.reports], fail_under=settings.fail_under,
             unread_files=tuple(self.unreadable.items()),
         )
@@ -127,7 +188,8 @@ def unreadable_line(unreadable: dict[str, str]) -> str:
 
 
 def _full_run(session: pytest.Session) -> bool:
-    """Every case of the collected files ran: no -k, no -m, no node ids on the command line."""
+    """Every case of the collected files ran: no -k, no -m, no node ids on the command line (what
+    is known when no process counted the cases: every xdist worker died)."""
     option = session.config.option
     named_nodes = any("::" in str(arg) for arg in session.config.args)
     return not getattr(option, "keyword", "") and not getattr(option, "markexpr", "") and not named_nodes

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_nl2sql.plugin import hookspecs
 from pytest_nl2sql.plugin import items as nodes
-from pytest_nl2sql.plugin.controller import CONTROLLER_KEY, Controller
+from pytest_nl2sql.plugin.controller import CONTROLLER_KEY, Controller, Selection
 from pytest_nl2sql.plugin.fixtures import nl2sql  # noqa: F401  (registers the fixture)
 from pytest_nl2sql.plugin.prefetch import Prefetcher
 from pytest_nl2sql.plugin.settings import DEFAULT_FILES, OPTIONS, SettingsError, check_dsn, make_pipeline, read_settings
@@ -48,8 +48,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(e)) from None
     prefetcher = Prefetcher(pipeline, settings.concurrency) if settings.concurrency > 1 else None
     config.stash[nodes.STATE_KEY] = nodes.RunState(settings, pipeline, prefetcher=prefetcher)
+    selection = Selection()  # how many of the collected cases run: in the process that collects them
+    config.pluginmanager.register(selection, "nl2sql-selection")
     if not hasattr(config, "workerinput"):
-        controller = Controller(settings, pipeline.baseline)
+        controller = Controller(settings, pipeline.baseline, selection)
         config.stash[CONTROLLER_KEY] = controller
         config.pluginmanager.register(controller, "nl2sql-controller")
 
