@@ -282,7 +282,7 @@ class _Child:
         except (BrokenPipeError, OSError, ValueError):
             raise _Stopped() from None
         try:
-            line = self.lines.get(timeout=timeout)
+            line = self.lines.get(timeout=min(timeout, threading.TIMEOUT_MAX))  # `--nl2sql-timeout=inf` waits
         except queue.Empty:
             raise TimeoutError from None
         if not line:
