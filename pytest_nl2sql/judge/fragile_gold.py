@@ -42,13 +42,13 @@ def why_gold_is_fragile(golds: Sequence[str], dialect: str | None, engine: Engin
     if tree is None:
         return None
     options = CompareOptions.from_mapping({**(compare or {}), "mode": "exec"})
-    for probe, cut, answers in _inner_limit_probes(tree, dialect or ""):
+    for probe, cut, select in _inner_limit_probes(tree, dialect or ""):
         try:
             rows = execute_once_more_if_lost(engine, probe, limits, trusted=True).rows
         except EngineError:
             continue
         if len(rows) > cut and rows[cut - 1] == rows[cut] and (
-                predicted is None or _one_of(engine, limits, answers, predicted, options)):
+                predicted is None or _one_of(engine, limits, _answers(tree, select, cut, dialect or ""), predicted, options)):
             return "a tie that the gold's LIMIT inside a subquery cuts, which the case's database never has"
     for probe, choices in _bare_column_probes(tree, dialect or ""):
         try:
@@ -120,9 +120,9 @@ def _parse(sql: str, dialect: str | None) -> exp.Expression | None:
         return None
 
 
-def _inner_limit_probes(tree: exp.Expression, dialect: str) -> list[tuple[str, int, list[str]]]:
+def _inner_limit_probes(tree: exp.Expression, dialect: str) -> list[tuple[str, int, exp.Select]]:
     """For each SELECT below the top level with an ORDER BY and a literal LIMIT n: a query for its
-    first n+1 rows' ORDER BY keys, n, and the gold with that tie resolved other ways (`_answers`)."""
+    first n+1 rows' ORDER BY keys, n, and the SELECT."""
     probes = []
     for select in tree.find_all(exp.Select):
         if select is tree or select.parent is None or not select.args.get("order") or not select.args.get("limit"):
@@ -135,7 +135,7 @@ def _inner_limit_probes(tree: exp.Expression, dialect: str) -> list[tuple[str, i
         probe.set("expressions", [ordered.this.copy() for ordered in select.args["order"].expressions])
         probe.set("limit", exp.Limit(expression=exp.Literal.number(cut + 1)))
         try:
-            probes.append((probe.sql(dialect=dialect), cut, _answers(tree, select, cut, dialect)))
+            probes.append((probe.sql(dialect=dialect), cut, select))
         except (SqlglotError, ValueError):
             continue
     return probes
@@ -145,7 +145,15 @@ def _answers(tree: exp.Expression, select: exp.Select, cut: int, dialect: str) -
     """The gold with the tie at `select`'s LIMIT resolved: ordered further by each column it shows,
     ascending and descending (one tied row picked, several ways), and, for one ORDER BY key, every
     row tied at the cut kept (`= (subquery)` read as `IN`)."""
-    answers = []
+    answers: list[str] = []
+    try:
+        _resolve_tie(tree, select, cut, dialect, answers)
+    except (SqlglotError, ValueError, StopIteration):
+        pass  # the answers made so far
+    return answers
+
+
+def _resolve_tie(tree: exp.Expression, select: exp.Select, cut: int, dialect: str, answers: list[str]) -> None:
     order = select.args["order"].expressions
     for shown in select.expressions[:4]:
         for descending in (False, True):
@@ -171,7 +179,6 @@ def _answers(tree: exp.Expression, select: exp.Select, cut: int, dialect: str) -
             other = holder.left if holder.right is inner.parent else holder.right
             holder.replace(exp.In(this=other.copy(), query=inner.parent.copy()))
         answers.append(variant.sql(dialect=dialect))
-    return answers
 
 
 def _same_node(tree: exp.Expression, copied: exp.Expression, node: exp.Expression) -> exp.Expression:

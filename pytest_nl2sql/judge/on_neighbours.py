@@ -382,6 +382,9 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
     tables = [*dict.fromkeys(name for sql in (*rules.golds, predicted) for name in tables_read(sql, rules.dialect))]
     last: list[tuple[GoldOutcome, Judgement]] = []
     real = failure.breaks is None and own_gold is not None
+    # a difference a plausible neighbour shows only where the gold is not to be trusted: the rows
+    # kept must still show that, so that the counterexample agrees with the reason given
+    excused = failure.breaks is not None and failure.database.breaks is None and own_gold is not None
     keys: list[frozenset[tuple[str, str]]] = []  # the neighbour's key columns, read once: every attempt has its schema
 
     def differs(path: Path, rows: RowIds | None = None) -> bool:
@@ -390,15 +393,17 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
         if outcome is None or outcome[1].verdict is Verdict.PASS:
             return False
         shrunk = dataclasses.replace(attempt, generated=failure.database.generated)
-        if real and shrunk.generated is not None and not keys:
+        if (real or excused) and shrunk.generated is not None and not keys:
             keys.append(neighbour_keys(failure.database.path, failure.database.kind.value, shrunk.generated.invariants))
-        if real and not_the_prediction_s_fault(shrunk, own_gold, *outcome, rules, limits, open_engine,  # type: ignore[arg-type]
-                                               keys[0] if keys else None) is not None:
-            return False
+        if real or excused:
+            fault = not_the_prediction_s_fault(shrunk, own_gold, *outcome, rules, limits, open_engine,  # type: ignore[arg-type]
+                                               keys[0] if keys else None)
+            if (fault is not None) if real else (fault is None):
+                return False
         last.append(outcome)
         return True
 
-    memo = hashlib.sha256(f"{_rules_key(rules, predicted)}/{real}".encode()).hexdigest()
+    memo = hashlib.sha256(f"{_rules_key(rules, predicted)}/{real}{'/excused' if excused else ''}".encode()).hexdigest()
     try:
         on_rows = None
         if failure.database.kind is EngineKind.DUCKDB:
