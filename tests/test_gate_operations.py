@@ -378,3 +378,55 @@ def test_the_history_marks_a_partial_run_and_the_trend_leaves_it_out(three: pyte
     three.runpytest("--nl2sql-history=h.jsonl", "--nl2sql-label=again", "--nl2sql-report=md:r.md")
     trend = (three.path / "r.md").read_text()
     assert "full" in trend and "again" in trend and "some" not in trend
+
+
+# --- gates on cost and latency ---------------------------------------------------------------------------
+
+
+def test_budgets_on_cost_and_latency_are_checked_from_the_summary() -> None:
+    from pytest_nl2sql.gate.thresholds import check_budgets, parse_budget
+
+    summary = {"usage": {"cases": 3, "total": {"cost": 1.2}, "mean": {"cost": 0.4}},
+               "latency": {"count": 3, "total": 0.9, "p50": 0.2, "p95": 0.48}}
+    assert check_budgets(summary, max_cost=2.0, max_latency_p95=0.5) == ([], [])
+    failures, notes = check_budgets(summary, max_cost=1.0, max_latency_p95=0.25)
+    assert failures == ["nl2sql: model cost 1.2000 (the usage 3 cases reported) is above --nl2sql-max-cost=1",
+                        "nl2sql: predictor latency p95 0.480s (over 3 cases) is above --nl2sql-max-latency-p95=0.25"]
+    overflow = {"usage": {"cases": 2, "total": {}, "mean": {"cost": 1.7e308}, "not_finite": ["cost"]}, "latency": None}
+    failures, notes = check_budgets(overflow, max_cost=1e9, max_latency_p95=1.0)
+    assert failures == ["nl2sql: model cost too large to add up (the usage 2 cases reported) is above --nl2sql-max-cost=1e+09"]
+    assert notes == ["--nl2sql-max-latency-p95 not checked: no case was answered by the predictor hook (nothing was timed)"]
+    assert check_budgets({"usage": None}, max_cost=1.0, max_latency_p95=None)[1] == [
+        "--nl2sql-max-cost not checked: no case reported its cost (the hook's usage)"]
+    assert parse_budget("0.5", "--nl2sql-max-cost") == 0.5
+    for bad in ("", "abc", "-1", "inf", "nan", "$5"):
+        with pytest.raises(ValueError, match="--nl2sql-max-cost"):
+            parse_budget(bad, "--nl2sql-max-cost")
+
+
+def test_a_run_over_its_cost_or_latency_budget_fails(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    write_suite(pytester.path, SHOP_CASES, database="shop.sqlite")
+    pytester.makeconftest("""
+import time
+ANSWERS = {"a": "SELECT count(*) FROM item", "b": "SELECT name FROM item", "c": "SELECT max(price) FROM item"}
+def pytest_nl2sql_predict(case):
+    time.sleep(0.05)
+    return {"sql": ANSWERS[case.id], "usage": {"cost": 0.4}}
+""")
+    within = pytester.runpytest("--nl2sql-max-cost=2", "--nl2sql-max-latency-p95=60")
+    within.assert_outcomes(passed=3)
+    assert within.ret == pytest.ExitCode.OK
+    over = pytester.runpytest("--nl2sql-max-cost=1", "--nl2sql-max-latency-p95=0.01")
+    over.assert_outcomes(passed=3)
+    assert over.ret == pytest.ExitCode.TESTS_FAILED
+    over.stdout.fnmatch_lines(["nl2sql: model cost 1.2000 (the usage 3 cases reported) is above --nl2sql-max-cost=1",
+                               "nl2sql: predictor latency p95 0.* (over 3 cases) is above --nl2sql-max-latency-p95=0.01"])
+    pytester.makeini("[pytest]\nnl2sql_max_cost = 1\nnl2sql_max_latency_p95 = 0.01\n")
+    assert pytester.runpytest().ret == pytest.ExitCode.TESTS_FAILED  # from the ini file too
+    partial = pytester.runpytest("-k", "not b")
+    assert partial.ret == pytest.ExitCode.OK  # 0.8 over two cases is no budget's figure
+    partial.stdout.fnmatch_lines(["thresholds not applied: partial run (2 of 3 cases)*"])
+    bad = pytester.runpytest("--nl2sql-max-cost=lots")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--nl2sql-max-cost*lots*"])

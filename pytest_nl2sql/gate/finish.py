@@ -24,7 +24,7 @@ from pytest_nl2sql.gate.baseline import (
     write_baseline,
 )
 from pytest_nl2sql.gate.run import HistoryError, RunInfo, append_history, read_history
-from pytest_nl2sql.gate.thresholds import Threshold, check_thresholds
+from pytest_nl2sql.gate.thresholds import Threshold, check_budgets, check_thresholds
 from pytest_nl2sql.judge.pipeline import INVALID_CASE
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.metrics.summary import build_report, ordered, summarize
@@ -50,6 +50,8 @@ class Gate:
     history: Path | None = None
     reports: Sequence[tuple[str, Path]] = ()  # (format, path)
     fail_under: Sequence[Threshold] = ()
+    max_cost: float | None = None  # --nl2sql-max-cost: the summary's total usage cost above it fails the run
+    max_latency_p95: float | None = None  # --nl2sql-max-latency-p95: the predictor latency p95 above it (seconds)
     unread_files: Sequence[tuple[str, str]] = ()  # (case file relative to rootdir, why): collection errors
 
 
@@ -110,11 +112,15 @@ def finish_run(results: Sequence[CaseResult], run: RunInfo, gate: Gate) -> Finis
             failures.append(f"nl2sql: {e}")
         except Exception as e:  # noqa: BLE001 - nor one that cannot be rendered
             failures.append(f"nl2sql: the {fmt} report {path} could not be written: {type(e).__name__}: {e}")
-    if gate.selected and gate.fail_under:  # a floor for the suite, not for whichever cases were picked
+    budgets = gate.max_cost is not None or gate.max_latency_p95 is not None
+    if gate.selected and (gate.fail_under or budgets):  # a floor for the suite, not for whichever cases were picked
         messages.append(f"thresholds not applied: partial run ({gate.selection or 'some cases only'}); "
                         "they are checked on runs of every case of the files collected")
     else:
         failures += check_thresholds(gate.fail_under, summary)
+        over, notes = check_budgets(summary, max_cost=gate.max_cost, max_latency_p95=gate.max_latency_p95)
+        failures += over
+        messages += notes
     return Finished(summary, report, messages, failures, usage_error)
 
 

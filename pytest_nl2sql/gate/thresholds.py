@@ -5,10 +5,14 @@ BUCKET is a hardness label (`hard`, or BIRD's `challenging`: any label the cases
 `tag:NAME` or `database:NAME`. Rates are compared exactly (as fractions), so 4/5 is not below
 `0.8`. Known failures are not passes, so they count as failures here; so do cases the predictor
 could not answer (`predictor_error`), and the message says how many of those there were.
+
+Budgets (`--nl2sql-max-cost`, `--nl2sql-max-latency-p95`) fail the session the same way when the
+summary's total usage cost or predictor latency p95 is above them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -159,3 +163,51 @@ def _format_rate(actual: Fraction, threshold: Fraction) -> str:
         if round(actual, decimals) != round(threshold, decimals):
             break
     return f"{float(actual):.{decimals}f}"
+
+
+# --- budgets: what the model may cost and how long it may take ------------------------------------------
+
+MAX_COST = "--nl2sql-max-cost"
+MAX_LATENCY_P95 = "--nl2sql-max-latency-p95"
+
+
+def parse_budget(text: str, option: str) -> float:
+    """A budget's value: a number >= 0 (the cost in whatever unit the hook reports, USD say; or
+    seconds). A ValueError names the option and says how to write it."""
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{option}={text}: not a number; write a plain number such as 0.5") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{option}={text}: must be a finite number >= 0")
+    return value
+
+
+def check_budgets(summary: Mapping[str, Any], *, max_cost: float | None,
+                  max_latency_p95: float | None) -> tuple[list[str], list[str]]:
+    """(failures, notes): a run whose total usage cost is above `max_cost`, or whose predictor
+    latency p95 is above `max_latency_p95`, fails, named like a threshold. A budget that cannot be
+    checked (no case reported a cost, none was answered by the hook: predictions replayed from a
+    file) is a note, not a failure: a replay in CI is not a run over its budget."""
+    failures: list[str] = []
+    notes: list[str] = []
+    if max_cost is not None:
+        usage = summary.get("usage") or {}
+        total = (usage.get("total") or {}).get("cost")
+        overflow = "cost" in (usage.get("not_finite") or ())
+        reported = f"(the usage {usage.get('cases')} cases reported)"
+        if overflow:
+            failures.append(f"nl2sql: model cost too large to add up {reported} is above {MAX_COST}={max_cost:g}")
+        elif not isinstance(total, (int, float)):
+            notes.append(f"{MAX_COST} not checked: no case reported its cost (the hook's usage)")
+        elif total > max_cost:
+            failures.append(f"nl2sql: model cost {total:.4f} {reported} is above {MAX_COST}={max_cost:g}")
+    if max_latency_p95 is not None:
+        latency = summary.get("latency") or {}
+        p95 = latency.get("p95")
+        if not isinstance(p95, (int, float)):
+            notes.append(f"{MAX_LATENCY_P95} not checked: no case was answered by the predictor hook (nothing was timed)")
+        elif p95 > max_latency_p95:
+            failures.append(f"nl2sql: predictor latency p95 {p95:.3f}s (over {latency.get('count')} cases) is above "
+                            f"{MAX_LATENCY_P95}={max_latency_p95:g}")
+    return failures, notes

@@ -132,7 +132,8 @@ class Controller:
         if self.progress is not None:
             self.progress.close()
         settings = self.settings
-        if not self.results and not (settings.reports or settings.fail_under):
+        if not self.results and not (settings.reports or settings.fail_under or settings.max_cost is not None
+                                     or settings.max_latency_p95 is not None):
             return  # no case ran and nothing was asked of us: stay silent
         complete = exitstatus != pytest.ExitCode.INTERRUPTED and not session.shouldfail and not session.shouldstop
         rootdir = session.config.rootpath
@@ -149,6 +150,7 @@ class Controller:
             update_baseline=settings.update_baseline, full_run=not partial, selected=partial,
             selection=selected.words() if selected is not None else "-k, -m or node ids", record=settings.record,
             history=settings.history, reports=[(r.format, r.path) for r in settings.reports], fail_under=settings.fail_under,
+            max_cost=settings.max_cost, max_latency_p95=settings.max_latency_p95,
             unread_files=tuple(self.unreadable.items()),
         )
         finished = finish_run(list(self.results.values()), self.run, gate)

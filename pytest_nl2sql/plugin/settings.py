@@ -16,7 +16,7 @@ from pytest_nl2sql.cases.predictions import load_predictions
 from pytest_nl2sql.engines import DatabaseMissing, probe
 from pytest_nl2sql.engines.base import Limits
 from pytest_nl2sql.gate.baseline import load_baseline
-from pytest_nl2sql.gate.thresholds import Threshold, parse_fail_unders
+from pytest_nl2sql.gate.thresholds import MAX_COST, MAX_LATENCY_P95, Threshold, parse_budget, parse_fail_unders
 from pytest_nl2sql.judge.pipeline import DEFAULT_NEIGHBOURS, Pipeline, RunOptions
 from pytest_nl2sql.judge.predict import DEFAULT_RETRIES, DEFAULT_RETRY_WAIT, NO_PREDICTOR, RetryPolicy
 from pytest_nl2sql.metrics.soft import parse_synonym_lines
@@ -57,6 +57,8 @@ OPTIONS = (
     Option("--nl2sql-baseline", "compare with a baseline of per-case verdicts", metavar="PATH"),
     Option("--nl2sql-update-baseline", "write the current verdicts to --nl2sql-baseline, and pass", kind="bool", default=False),
     Option("--nl2sql-fail-under", "fail when accuracy is below RATE (repeatable): 0.8, 80%%, hard=0.6, tag:joins=0.9", kind="append", metavar="[BUCKET=]RATE"),
+    Option("--nl2sql-max-cost", "fail when the total cost the predictor hook reported (its usage) is above USD (any unit the hook reports)", metavar="USD"),
+    Option("--nl2sql-max-latency-p95", "fail when the 95th percentile of the predictor hook's latency per case is above SECONDS", metavar="SECONDS"),
     Option("--nl2sql-record", "record every prediction made by the predictor hook to this JSONL file", metavar="PATH"),
     Option("--nl2sql-concurrency", "ask the predictor for up to N cases at once, ahead of judging (default 1)", default="1", metavar="N"),
     Option("--nl2sql-label", "name this run (the model, the prompt) in reports and the history", metavar="TEXT"),
@@ -91,6 +93,8 @@ class Settings:
     baseline: Path | None = None
     update_baseline: bool = False
     fail_under: tuple[Threshold, ...] = ()
+    max_cost: float | None = None  # --nl2sql-max-cost
+    max_latency_p95: float | None = None  # --nl2sql-max-latency-p95, seconds
     record: Path | None = None
     confine: bool = False
     concurrency: int = 1
@@ -172,6 +176,11 @@ def read_settings(config: Any) -> Settings:
     except ValueError as e:
         raise SettingsError(f"--nl2sql-fail-under: {e}") from e
     try:
+        max_cost, max_latency_p95 = (None if values[key] in (None, "") else parse_budget(values[key], option)
+                                     for key, option in (("nl2sql_max_cost", MAX_COST), ("nl2sql_max_latency_p95", MAX_LATENCY_P95)))
+    except ValueError as e:
+        raise SettingsError(str(e)) from None
+    try:
         synonyms = tuple(parse_synonym_lines(config.getini("nl2sql_synonyms")).items())
     except ValueError as e:
         raise SettingsError(f"nl2sql_synonyms: {e}") from e
@@ -188,6 +197,8 @@ def read_settings(config: Any) -> Settings:
         baseline=path("nl2sql_baseline"),
         update_baseline=update,
         fail_under=thresholds,
+        max_cost=max_cost,
+        max_latency_p95=max_latency_p95,
         record=path("nl2sql_record"),
         confine=bool(values["nl2sql_confine"]),
         concurrency=concurrency,
