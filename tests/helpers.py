@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,14 @@ INSERT INTO item VALUES (1, 'pen', 1.5, 'office'), (2, 'ink', 3.0, 'office'),
 CREATE TABLE sale(item_id INTEGER REFERENCES item(id), qty INTEGER);
 INSERT INTO sale VALUES (1, 3), (1, 2), (2, 1), (5, 4);
 """
+
+
+def generous(seconds: float) -> float:
+    """A time limit for work a test needs done, not done fast: `seconds` (ample on an idle machine)
+    times the machine's load per core, at least 4 times: a loaded CI runner, or this suite beside
+    another, makes the step slower, never a failure. Speed belongs in benchmarks/."""
+    load = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else 1.0
+    return seconds * max(4.0, 4.0 * load)
 
 
 def make_db(path: Path, sql: str) -> Path:

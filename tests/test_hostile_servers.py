@@ -35,6 +35,7 @@ import sqlglot
 
 import pytest_nl2sql.engines.mysql as mysql_engine
 import pytest_nl2sql.engines.postgres as postgres_engine
+from helpers import generous
 from pytest_nl2sql.cli import postgres_role_sql
 from pytest_nl2sql.engines import Limits, QueryError, QueryTimeout, TooManyRows, open_engine
 from pytest_nl2sql.engines.base import (
@@ -46,7 +47,8 @@ from pytest_nl2sql.engines.base import (
 )
 from servers import PG_HOST, mariadb_admin, postgres_admin
 
-LIMITS = Limits(timeout=5, max_rows=1_000, max_bytes=1_000_000)
+# queries that must finish (or fail on a cap) within their limit: it follows the machine's load
+LIMITS = Limits(timeout=generous(5), max_rows=1_000, max_bytes=1_000_000)
 THREE = [(1,), (2,), (3,)]
 MB = 1024 * 1024
 
@@ -334,7 +336,7 @@ class TestPostgres:
         ).rows
         wide = pg_engine.execute(
             "SELECT 10::numeric ^ 100000 FROM generate_series(1, 300)",
-            Limits(timeout=5, max_bytes=50 * MB),
+            Limits(timeout=generous(5), max_bytes=50 * MB),
         ).rows
         # as SQLite stores an integer beyond 64 bits: REAL; a 40-digit one stays exact
         assert big == float("inf") and exact == 10**40 + 1 and rows == (300,)
@@ -344,7 +346,7 @@ class TestPostgres:
         with pytest.raises(TooManyRows, match="size cap"):
             pg_engine.execute(
                 "SELECT (10::numeric ^ 100000)::text FROM generate_series(1, 100)",
-                Limits(timeout=5, max_bytes=2 * MB),
+                Limits(timeout=generous(5), max_bytes=2 * MB),
             )
         assert pg_engine.execute("SELECT count(*) FROM t", LIMITS).rows == [(3,)]
 
@@ -531,12 +533,15 @@ class TestMariadb:
         assert my_engine.execute("SELECT x FROM t ORDER BY x", LIMITS).rows == THREE
 
     def test_the_reset_is_cheap(self, my_engine) -> None:
-        my_engine.execute("SELECT 1", LIMITS)
-        started = time.perf_counter()
+        """One COM_RESET_CONNECTION round trip (about 30 microseconds on loopback), never a new
+        connection: the same connection and server session after 200 resets. (Its speed was
+        asserted here, 5 ms a reset, which a loaded machine can miss; speed is for benchmarks/.)"""
+        ((session,),) = my_engine.execute("SELECT CONNECTION_ID()", LIMITS).rows
+        conn = my_engine._conn
         for _ in range(200):
             my_engine._reset()
-        per_reset = (time.perf_counter() - started) / 200
-        assert per_reset < 0.005  # about 30 microseconds on loopback
+        assert my_engine._conn is conn and conn.open and my_engine._can_reset
+        assert my_engine.execute("SELECT CONNECTION_ID()", LIMITS).rows == [(session,)]
         assert my_engine.execute("SELECT count(*) FROM t", LIMITS).rows == [(3,)]
 
 
@@ -552,13 +557,13 @@ def peak_kb():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
 
-url, sql = sys.argv[1], sys.argv[2]
+url, sql, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
 engine = open_engine(url)
 engine.execute("SELECT count(*) FROM t", Limits())
 before = peak_kb()
 started = time.monotonic()
 try:
-    engine.execute(sql, Limits(timeout=8, max_bytes=20 * 1024 * 1024))
+    engine.execute(sql, Limits(timeout=timeout, max_bytes=20 * 1024 * 1024))
     outcome = "ran"
 except TooManyRows:
     outcome = "TooManyRows"
@@ -571,14 +576,16 @@ print(json.dumps({"outcome": outcome, "seconds": seconds, "peak_growth_mb": grow
 
 
 def _measure_in_child(url: str, sql: str) -> dict[str, Any]:
-    """Run `sql` once in a new Python process and report its peak memory growth (VmHWM)."""
+    """Run `sql` once in a new Python process and report its peak memory growth (VmHWM). The
+    outcome and the memory are what is asserted, so the time limits follow the machine's load (a
+    fixed 8 s query limit failed on a loaded machine: the server takes that long to make 100 MB)."""
     if not Path("/proc/self/status").exists():
         pytest.skip("peak memory is read from /proc/self/status (Linux only)")
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, url, sql],
+        [sys.executable, "-c", _CHILD, url, sql, str(generous(8))],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=generous(60),
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert done.returncode == 0, done.stderr
