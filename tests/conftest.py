@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,35 @@ def mariadb_shop() -> Iterator[Scratch]:
     """The shop tables of `helpers.SHOP_SQL` in a throwaway MariaDB database."""
     with mariadb_database("nl2sql", SHOP_SQL) as scratch:
         yield scratch
+
+
+@pytest.fixture(autouse=True)
+def json_reports_match_the_schema(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every JSON report a run writes in this process (pytester's in-process runs, merge-reports,
+    evaluate_suite) is read back and checked against the package's report.schema.json, every field
+    it holds described there (`closed`): a report that is not fails the test that wrote it (at
+    teardown), so the schema cannot fall behind the code. Subprocess runs are not seen."""
+    from pytest_nl2sql import api
+    from pytest_nl2sql.gate import finish
+    from pytest_nl2sql.reports.schema import report_errors
+
+    problems: list[str] = []
+
+    def checked(write: Callable[..., list[Path]]) -> Callable[..., list[Path]]:
+        def write_report(fmt: str, report: object, path: object) -> list[Path]:
+            written = write(fmt, report, path)
+            for file in written if fmt == "json" else ():
+                if Path(file).is_file():  # not /dev/null
+                    try:
+                        data = json.loads(Path(file).read_text(encoding="utf-8"))
+                        problems.extend(f"{file}: {e}" for e in report_errors(data, closed=True))
+                    except Exception as e:  # noqa: BLE001 - said at teardown, never a change to the run
+                        problems.append(f"{file}: cannot be checked: {type(e).__name__}: {e}")
+            return written
+        return write_report
+
+    for module in (finish, api):
+        monkeypatch.setattr(module, "write_report", checked(module.write_report))
+    yield
+    assert not problems, ("JSON reports that do not match pytest_nl2sql/reports/report.schema.json (a new field is "
+                          "described there, and in docs/reference/json-report.md):\n" + "\n".join(problems))
