@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from helpers import make_shop, write_suite
-
 from pytest_nl2sql.gate import baseline as baseline_module
 from pytest_nl2sql.gate.baseline import Baseline, BaselineEntry, compare_with_baseline
 from pytest_nl2sql.gate.stats import mcnemar_exact
@@ -430,3 +429,47 @@ def pytest_nl2sql_predict(case):
     bad = pytester.runpytest("--nl2sql-max-cost=lots")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--nl2sql-max-cost*lots*"])
+
+
+# --- a worker killed while judging a case -------------------------------------------------------------
+
+
+def test_a_case_whose_xdist_worker_died_is_in_every_report_and_fails_the_run(pytester: pytest.Pytester) -> None:
+    make_shop(pytester.path)
+    cases = [{**c, "predicted": PREDICTED[c["id"]], "tags": ["t"]} for c in SHOP_CASES]
+    write_suite(pytester.path, cases, database="shop.sqlite")
+    pytester.makeconftest("""
+import os, signal
+def pytest_nl2sql_predict(case):
+    if case.id == "b":
+        os.kill(os.getpid(), signal.SIGKILL)  # the OOM killer, a crashing client library
+    return None  # the case's stored prediction
+""")
+    result = pytester.runpytest("-n", "2", "--nl2sql-report=json:r.json", "--nl2sql-report=csv:r.csv",
+                                "--nl2sql-report=html:r.html", "--nl2sql-report=md:r.md")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    report = strict_json(pytester.path / "r.json")
+    items = {i["id"]: i for i in report["items"]}
+    assert [i["id"] for i in report["items"]] == ["a", "b", "c"]  # every case, in collection order
+    died = items["b"]
+    assert died["verdict"] == "gold_error" and died["passed"] is False
+    assert "could not be judged: the worker process judging it died" in died["reason"]
+    assert (died["question"], died["database"], died["tags"]) == ("Every name", "shop.sqlite", ["t"])  # read from its case file
+    summary = report["summary"]
+    assert (summary["total"], summary["errors"], summary["by_verdict"].get("gold_error")) == (3, 1, 1)
+    assert summary["by_tag"]["t"]["errors"] == 1
+    csv_ids = [line.split(",")[0] for line in (pytester.path / "r.csv").read_text().splitlines()[1:]]
+    assert csv_ids == ["a", "b", "c"]
+    assert "worker process judging it died" in (pytester.path / "r.html").read_text()
+    result.stdout.fnmatch_lines(["errors: 1 case(s) could not be judged*"])
+
+    conftest = pytester.path / "conftest.py"
+    killing = conftest.read_text()
+    conftest.write_text("")
+    pytester.runpytest("--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    before = baseline_cases(pytester.path / "base.json")
+    conftest.write_text(killing)
+    update = pytester.runpytest("-n", "2", "--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    assert update.ret == pytest.ExitCode.TESTS_FAILED
+    update.stdout.fnmatch_lines(["1 case(s) could not be judged (their worker died): their earlier baseline entries are kept"])
+    assert baseline_cases(pytester.path / "base.json") == before  # b was not judged: its entry is not a gold_error now

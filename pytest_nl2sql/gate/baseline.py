@@ -203,6 +203,7 @@ def write_baseline(
     previous: Baseline | None = None,
     rootdir: str | os.PathLike[str] | None = None,
     replaced_files: Iterable[str] | None = None,
+    unjudged: Iterable[tuple[str, str]] = (),
 ) -> int:
     """Write the items' verdicts as a baseline, deterministically (sorted, one case per line).
 
@@ -211,13 +212,16 @@ def write_baseline(
     run of these files) forgets their entries that no item replaces. The file is replaced in
     one step (the old one stays whole if anything fails) and keeps its permissions; a failure is
     a `BaselineWriteError` naming the path. Returns how many earlier entries were kept as they were.
+    `unjudged` (file, id) pairs, files as in items: cases that ran but could not be judged (their
+    worker died); their earlier entries are kept even in a replaced file.
     """
     folder = Path(path).resolve().parent if rootdir is not None else None
     root = Path(rootdir) if rootdir is not None else None
     entries: dict[Key, BaselineEntry] = dict(previous.entries) if previous else {}
     if replaced_files is not None:  # a full run of these files: cases that no longer exist go
         gone = {_file_key({"file": f}, folder, root) for f in replaced_files}
-        entries = {key: entry for key, entry in entries.items() if key[0] not in gone}
+        kept = {(_file_key({"file": f}, folder, root), case_id) for f, case_id in unjudged}
+        entries = {key: entry for key, entry in entries.items() if key[0] not in gone or key in kept}
     untouched = set(entries)
     for item in items:
         key = (_file_key(item, folder, root), item["id"])

@@ -33,6 +33,9 @@ from pytest_nl2sql.shown import shown_path
 from pytest_nl2sql.vocab import BaselineStatus, Kind, Verdict
 
 TREND_FORMATS = ("md", "xlsx", "html")  # the reports that show the trend over --nl2sql-history
+# How the reason of a case whose xdist worker died while judging it begins (its verdict is
+# `gold_error`: it could not be judged). A baseline update keeps such a case's entry as it was.
+WORKER_DIED = "could not be judged: the worker process judging it died"
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,11 @@ def _update_baseline(gate: Gate, results: Sequence[CaseResult], report: dict[str
         except BaselineError as e:
             messages.append(f"the old baseline could not be read ({e}): written from scratch")
     unread = _unread_files(results, gate.unread_files)
-    items, kept = _keeping_unpredicted([item for item in report["items"] if item["file"] not in unread], previous, gate)
+    died = {(r.file, r.id) for r in results if r.verdict is Verdict.GOLD_ERROR and (r.reason or "").startswith(WORKER_DIED)}
+    if died:
+        messages.append(f"{len(died)} case(s) could not be judged (their worker died): their earlier baseline entries are kept")
+    items, kept = _keeping_unpredicted([item for item in report["items"] if item["file"] not in unread
+                                        and (item["file"], item["id"]) not in died], previous, gate)
     if kept:
         messages.append(f"{kept} case(s) could not be predicted (predictor_error): their earlier baseline entries are kept")
     for file, why in unread.items():
@@ -169,7 +176,8 @@ def _update_baseline(gate: Gate, results: Sequence[CaseResult], report: dict[str
                            else "none of its cases is written"))
     try:
         replaced = sorted({r.file for r in results} - set(unread)) if full else None  # a deleted case leaves only then
-        untouched = write_baseline(gate.baseline_path, items, previous=previous, rootdir=gate.rootdir, replaced_files=replaced)
+        untouched = write_baseline(gate.baseline_path, items, previous=previous, rootdir=gate.rootdir, replaced_files=replaced,
+                                   unjudged=died)
         note = f"; {untouched} entries of cases not judged in this run kept as they were" if untouched else ""
         messages.append(f"baseline written: {shown_path(gate.baseline_path, gate.rootdir)} ({len(items)} cases{note})")
     except OSError as e:  # a BaselineWriteError names the path and what is wrong

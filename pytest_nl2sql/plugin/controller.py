@@ -12,15 +12,20 @@ from typing import Any
 
 import pytest
 
+from pytest_nl2sql.cases.model import Case
+from pytest_nl2sql.cases.read import read_case_file
 from pytest_nl2sql.gate.baseline import Baseline
-from pytest_nl2sql.gate.finish import Gate, finish_run
+from pytest_nl2sql.gate.finish import WORKER_DIED, Gate, finish_run
 from pytest_nl2sql.gate.run import CommitLookup, RunInfo, engine_label, git_commit, utc_now
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.plugin import terminal
-from pytest_nl2sql.plugin.items import CaseItem, result_of, unreadable_of
+from pytest_nl2sql.plugin.items import CaseItem, result_of, run_state, unreadable_of
 from pytest_nl2sql.plugin.progress import ProgressDisplay
 from pytest_nl2sql.plugin.settings import Settings
 from pytest_nl2sql.shown import safe_lines
+from pytest_nl2sql.vocab import Kind, Verdict
+
+CASE_FILE_SUFFIXES = (".yaml", ".yml", ".jsonl")  # what a case file's node id ends with (plugin/hooks.py collects them)
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,9 @@ class Controller:
         self.progress: ProgressDisplay | None = None
         self.commit: CommitLookup | None = None  # started once cases are collected
         self.unreadable: dict[str, str] = {}  # case files that could not be read: node id -> `file:line: why`
+        self.set_up: set[str] = set()  # cases whose setup (their gold) passed
+        self.unconcluded: dict[str, pytest.TestReport] = {}  # failed reports of cases that carried no result
+        self.collected_ids: dict[str, int] | None = None  # under xdist: node id -> place in collection order
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._show_progress(session.config, sum(1 for item in session.items if isinstance(item, CaseItem)))
@@ -97,6 +105,8 @@ class Controller:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         if self.progress is None:  # under xdist the controller collects nothing: the first worker tells
             self._show_progress(node.config, len(ids))
+        if self.collected_ids is None:  # every worker collects the same, in the same order
+            self.collected_ids = {nodeid: index for index, nodeid in enumerate(ids)}
 
     def _show_progress(self, config: pytest.Config, total: int) -> None:
         """Cases were collected: show their progress, and look up the commit meanwhile."""
@@ -126,11 +136,56 @@ class Controller:
             self.results[report.nodeid] = result
             if first and self.progress is not None:
                 self.progress.add(result.passed, not result.verdict.is_error)
+        elif report.when == "setup" and report.passed:
+            self.set_up.add(report.nodeid)
+        elif report.failed and report.nodeid.split("::", 1)[0].endswith(CASE_FILE_SUFFIXES):
+            # a case's report without its result: pytest-xdist's report of a case whose worker died
+            # (when "???"), or anything else that kept the case from concluding
+            self.unconcluded.setdefault(report.nodeid, report)
+
+    def _unconcluded_results(self, session: pytest.Session) -> list[CaseResult]:
+        """A result for every case whose reports carried none, so that it is in every report and
+        figure: `gold_error`, its reason saying it could not be judged and why."""
+        out = []
+        cases = CaseFileIndex(self.settings, session.config)
+        for nodeid, report in self.unconcluded.items():
+            if nodeid in self.results:
+                continue
+            file, _, case_id = nodeid.partition("::")
+            detail = (report.longreprtext.strip().splitlines() or [""])[0][:300]
+            if report.when == "???":  # pytest-xdist: "worker 'gw0' crashed while running '...'"
+                stage = ("while its prediction was asked for or judged" if nodeid in self.set_up
+                         else "while its database was opened or its gold ran")
+                reason = (f"{WORKER_DIED} {stage} ({detail}): killed by a signal (the OOM killer), or a crash in a "
+                          "database client library or the predictor hook; its verdict is unknown")
+            else:
+                reason = f"could not be judged: its {report.when} ended without a verdict ({detail})"
+            out.append(cases.unjudged(file, case_id, nodeid, self._position_of(nodeid, session), reason))
+        return out
+
+    def _position_of(self, nodeid: str, session: pytest.Session) -> int:
+        """Where the case sits in collection order: its item's place, or under xdist its place
+        among the collected node ids, after the nearest case before it that has a result."""
+        for item in session.items:
+            if isinstance(item, CaseItem) and item.nodeid == nodeid:
+                return item.collection_index
+        ids = self.collected_ids or {}
+        index = ids.get(nodeid)
+        if index is None:
+            return max((r.position for r in self.results.values()), default=-1) + 1
+        order = sorted(ids, key=ids.__getitem__)
+        for earlier in range(index - 1, -1, -1):
+            known = self.results.get(order[earlier])
+            if known is not None:  # positions count items before deselection: at least one per id
+                return known.position + index - earlier
+        return index
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.progress is not None:
             self.progress.close()
+        for result in self._unconcluded_results(session):
+            self.results[result.nodeid] = result
         settings = self.settings
         if not self.results and not (settings.reports or settings.fail_under or settings.max_cost is not None
                                      or settings.max_latency_p95 is not None):
@@ -187,6 +242,40 @@ def unreadable_line(unreadable: dict[str, str]) -> str:
     shown = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
     count = f"{len(names)} case file{'s' if len(names) != 1 else ''}"
     return f"{count} could not be read (collection errors above): none of their cases is in these counts: {shown}"
+
+
+class CaseFileIndex:
+    """The cases of case files read again on the controller, for a case whose result never came
+    back (its xdist worker died): its question, database, tags and hardness, for the figures."""
+
+    def __init__(self, settings: Settings, config: pytest.Config) -> None:
+        self.settings, self.config = settings, config
+        self.files: dict[str, dict[str, Any]] = {}
+
+    def case(self, file: str, case_id: str) -> Any:
+        if file not in self.files:
+            try:
+                contents = read_case_file(self.config.rootpath / file, db_dir=self.settings.db_dir, dsn=self.settings.dsn,
+                                          confine=self.config.rootpath if self.settings.confine else None)
+                self.files[file] = {entry.id: entry for entry in contents.entries}
+            except Exception:  # noqa: BLE001 - the result is made without the case's details, never not at all
+                self.files[file] = {}
+        entry = self.files[file].get(case_id)
+        return entry if isinstance(entry, Case) else None
+
+    def unjudged(self, file: str, case_id: str, nodeid: str, position: int, reason: str) -> CaseResult:
+        case = self.case(file, case_id)
+        if case is None:
+            return CaseResult(id=case_id, nodeid=nodeid, file=file, position=position, kind=Kind.SQL,
+                              verdict=Verdict.GOLD_ERROR, reason=reason)
+        try:
+            hardness = run_state(self.config).pipeline.hardness(case)
+        except Exception:  # noqa: BLE001 - computed from the gold's SQL: a detail, not worth a lost case
+            hardness = case.hardness
+        kind = Kind.TERM_SELECTION if case.is_term_selection else Kind.SQL
+        return CaseResult(id=case_id, nodeid=nodeid, file=file, position=position, kind=kind, verdict=Verdict.GOLD_ERROR,
+                          question=case.question, database=case.database, gold=case.gold_value if kind is Kind.SQL else None,
+                          hardness=hardness, tags=case.tags, reason=reason, quarantine=case.quarantine)
 
 
 def _full_run(session: pytest.Session) -> bool:
