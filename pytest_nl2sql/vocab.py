@@ -96,3 +96,36 @@ def hardness_sort_key(label: str | None) -> tuple[int, str]:
 # Report formats (`--nl2sql-report=FORMAT[:PATH]`) and their file extensions; the writers register
 # themselves by these names in `pytest_nl2sql.reports`.
 REPORT_FORMATS = {"xlsx": "xlsx", "json": "json", "csv": "csv", "md": "md", "html": "html"}
+
+
+class ReviewDecision(str, Enum):
+    """What a person decided about a disputed case (`--nl2sql-reviews`, `nl2sql review`)."""
+
+    PREDICTION_WRONG = "prediction-wrong"  # the verdict stands
+    GOLD_WRONG = "gold-wrong"  # the case passes, reason `reviewed: gold-wrong`
+    BOTH_RIGHT = "both-right"  # the case passes, reason `reviewed: both-right`
+
+    @property
+    def passes(self) -> bool:
+        return self is not ReviewDecision.PREDICTION_WRONG
+
+
+class Dispute(str, Enum):
+    """Why a case's verdict is open to argument, so a person (or the review hook) may decide it."""
+
+    NEIGHBOUR_FAILURE = "neighbour-only failure"  # right on the case's database, wrong on a neighbour
+    FRAGILE_PASS = "fragile pass"  # passed, but differs from the gold on a stress neighbour
+    SUSPECT_GOLD = "suspect gold"  # the gold audit found something wrong with the gold
+
+
+REVIEWED_REASON = "reviewed: "  # a reviewed case's reason: this, then the decision (`reviewed: gold-wrong`)
+
+
+class GoldFinding(str, Enum):
+    """What the gold audit found against a case's gold (JSON item `gold_audit.findings[].kind`):
+    something to read, never a change of verdict (judge/gold_audit.py, `nl2sql audit-gold`)."""
+
+    LITERAL_NOT_IN_DATA = "literal_not_in_data"  # a literal matches no value of its column, but does trimmed or case-folded
+    EMPTY_RESULT = "empty_result"  # no row (only NULLs or zeros) because what the gold looks for is not in the data
+    FRAGILE_GOLD = "fragile_gold"  # on a stress neighbour the gold is the fragile side
+    CONSENSUS = "consensus"  # several models' failing predictions agree with one another against the gold

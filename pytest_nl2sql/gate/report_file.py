@@ -182,14 +182,25 @@ ITEM_FIELDS: dict[str, Check] = {
                              "gold_columns": optional(list_of(anything)), "predicted_columns": optional(list_of(anything)),
                              "pairing": optional(list_of(anything)), "database": _TEXT})),
     "extra": optional(record({"neighbours_off": _TEXT, "traceback": _TEXT, "error": _TEXT})),
+    "review": optional(record({"decision": _TEXT, "note": _TEXT, "by": _TEXT, "at": _TEXT, "stale": optional(boolean),
+                               "stale_because": optional(list_of(text)), "verdict_before": optional(one_of(*(v.value for v in Verdict))),
+                               "reason_before": _TEXT,
+                               "suggested": optional(record({"decision": _TEXT, "note": _TEXT, "by": _TEXT}))})),
+    "database_hash": _TEXT,
+    "gold_audit": optional(record({"suspect": boolean, "findings": list_of(record({"kind": text, "detail": text},
+                                                                                 required=("kind", "detail")))},
+                                  required=("suspect", "findings"))),
 }
 
 _BUCKET = record({"total": _COUNT, "passed": _COUNT, "errors": _COUNT, "predictor_errors": _COUNT,
                   "accuracy": _NUMBER, "accuracy_ci": optional(list_of(number))})
 SUMMARY_FIELDS: dict[str, Check] = {
     **{key: _COUNT for key in ("total", "passed", "errors", "failed", "single_db_passed", "fragile", "exact_match_passed",
-                               "exact_match_total", "predictor_errors", "gold_warnings")},
-    **{key: _NUMBER for key in ("accuracy", "answered_accuracy", "single_db_accuracy", "strict_accuracy", "exact_match")},
+                               "exact_match_total", "predictor_errors", "gold_warnings", "gold_suspects", "stale_reviews", "review_suggestions",
+                               "passed_before_reviews")},
+    **{key: _NUMBER for key in ("accuracy", "answered_accuracy", "single_db_accuracy", "strict_accuracy", "exact_match",
+                                "accuracy_before_reviews")},
+    "reviewed": optional(mapping_of(count)),
     "neighbours": optional(mapping_of(_COUNT)),
     "term_selection": optional(record({"macro_precision": _NUMBER, "macro_recall": _NUMBER})),
     **{key: optional(mapping_of(_BUCKET)) for key in ("by_hardness", "by_tag", "by_database")},

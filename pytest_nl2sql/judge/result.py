@@ -49,6 +49,9 @@ class CaseResult:
     usage: dict[str, int | float] | None = None  # tokens and cost the hook reported, summed over its answers
     repeats: dict[str, Any] | None = None  # --nl2sql-repeat: {"k", "passed", "verdicts", "predicted"}
     quarantine: str | None = None  # the case's quarantine reason: a failure is xfailed and fails nothing
+    review: dict[str, Any] | None = None  # a person's decision about the case, or the review hook's suggestion (gate/reviews.py)
+    database_hash: str | None = None  # the content hash of the case's database, which a review is tied to
+    gold_audit: dict[str, Any] | None = None  # {"suspect", "findings"}: what the case's database says against its gold (judge/gold_audit.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -89,6 +92,9 @@ class CaseResult:
             "usage": self.usage,
             "repeats": self.repeats,
             "quarantine": self.quarantine,
+            "review": self.review,
+            **({"database_hash": self.database_hash} if self.database_hash is not None else {}),
+            "gold_audit": self.gold_audit,
             "kind": self.kind.value,
             "position": self.position,
             "partial": self.partial,
@@ -134,6 +140,9 @@ class CaseResult:
             usage=data.get("usage"),
             repeats=data.get("repeats"),
             quarantine=data.get("quarantine") if isinstance(data.get("quarantine"), str) else None,
+            review=data.get("review") if isinstance(data.get("review"), dict) else None,
+            database_hash=data.get("database_hash") if isinstance(data.get("database_hash"), str) else None,
+            gold_audit=data.get("gold_audit") if isinstance(data.get("gold_audit"), dict) else None,
             extra=data.get("extra") or {},
         )
 

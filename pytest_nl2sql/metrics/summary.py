@@ -9,7 +9,8 @@ A `predictor_error` (the model could not be asked: it raised, transient failures
 failure in the accuracy, as the contract says, but it is counted apart (`predictor_errors`, per
 bucket too) and `answered_accuracy` leaves it out, so that an outage never reads as a model that
 answers worse. `usage` sums what the hook reported; `pass_at_k` and `consistency` read the
-answers of `--nl2sql-repeat` (metrics/repeats.py).
+answers of `--nl2sql-repeat` (metrics/repeats.py). Every figure counts the verdicts after the
+decisions of `--nl2sql-reviews`; `accuracy_before_reviews` is the one before them (gate/reviews.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_nl2sql.gate.reviews import summarize_reviews
 from pytest_nl2sql.gate.stats import percentile, wilson_interval
 from pytest_nl2sql.judge.answer import USAGE_KEYS
 from pytest_nl2sql.judge.result import CaseResult
@@ -106,6 +108,7 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "neighbours": _neighbours(sql, caught),
         "neighbours_off": dict(Counter(r.extra["neighbours_off"] for r in sql if r.extra.get("neighbours_off"))) or None,
         "gold_warnings": sum(1 for r in sql if r.gold_warnings),
+        "gold_suspects": sum(1 for r in sql if (r.gold_audit or {}).get("suspect")),  # findings to read, never a verdict
         "by_hardness": _grouped(sql, lambda r: [r.hardness], HARDNESS_ORDER),
         "by_tag": _grouped(sql, lambda r: r.tags),
         "by_database": _grouped(sql, lambda r: [r.database]),
@@ -128,6 +131,7 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "pass_at_k": pass_at,
         "consistency": consistency,
         "quarantined": sum(1 for r in results if r.quarantine is not None),  # run and reported; a failure fails nothing
+        **summarize_reviews(sql),  # decisions applied and stale, and the accuracy before them (gate/reviews.py)
         "baseline": None,
     }
     return summary

@@ -24,3 +24,20 @@ def pytest_nl2sql_predict(case: Any) -> Any:
     as verdict `predictor_error`, after `--nl2sql-retries` more tries when it is transient (a
     timeout, a dropped connection, HTTP 429 or 5xx).
     """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_nl2sql_review(case: Any, evidence: Any) -> Any:
+    """Suggest a decision about a disputed case (an LLM judge, say), or return None.
+
+    Called for each case whose verdict is open to argument (a failure on a neighbour database
+    only, a fragile pass, a suspect gold) and that no person has decided yet. `case` is a
+    `pytest_nl2sql.gate.reviews.DisputedCase`: `id`, `file`, `question`, `database`, `gold`,
+    `predicted`, `verdict`, `reason`, `disputes`. `evidence` is a dict of the item's JSON:
+    `counterexample` (the neighbour rows that tell gold and prediction apart, with both results),
+    `neighbours`, `diff`, `findings` (the gold audit's), `near_miss`.
+    Return `"prediction-wrong"`, `"gold-wrong"` or `"both-right"`, or `{"decision": ..., "note": ...}`.
+    The answer is recorded as a suggestion (the item's `review.suggested`, `by: "hook"`) and
+    never changes a verdict: `nl2sql review REPORT.json --reviews PATH --accept-suggestions`
+    turns suggestions into decisions.
+    """

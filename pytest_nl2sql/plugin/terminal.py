@@ -61,9 +61,10 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     judged = summary["total"] - summary["errors"]
     lines = []
     if summary["total"]:
-        lines.append(f"{accuracy_name(summary)} {percent(summary['passed'], judged)}")
+        lines.append(f"{accuracy_name(summary)} {percent(summary['passed'], judged)}{after_reviews(summary)}")
         if judged:
             lines.append(f"  {interval(summary)} (Wilson score interval over the judged SQL cases)")
+        lines += review_lines(summary, judged)
         lines += neighbour_lines(summary, judged)
         if summary.get("engine") not in (None, PER_CASE):
             lines.append(f"  every case ran on {summary['engine']} (the databases below are the cases' own labels)")
@@ -117,6 +118,32 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
     if partial and verbosity > 0:
         lines += partial_table(partial)
     return [safe_lines(line) for line in lines]
+
+
+def after_reviews(summary: dict[str, Any]) -> str:
+    """` (after reviews)` when decisions of --nl2sql-reviews changed verdicts: a reviewed figure
+    never passes for a plain one."""
+    before = summary.get("passed_before_reviews")
+    return " (after reviews)" if before is not None and before != summary["passed"] else ""
+
+
+def review_lines(summary: dict[str, Any], judged: int) -> list[str]:
+    """Decisions of --nl2sql-reviews applied, stale and suggested, with the accuracy before them."""
+    reviewed = summary.get("reviewed") or {}
+    stale, suggested = summary.get("stale_reviews") or 0, summary.get("review_suggestions") or 0
+    lines = []
+    if reviewed:
+        decisions = ", ".join(f"{decision} {count}" for decision, count in reviewed.items())
+        before = summary.get("passed_before_reviews", summary["passed"])
+        lines.append(f"  before reviews {percent(before, judged)}; after {percent(summary['passed'], judged)} "
+                     f"(decisions of --nl2sql-reviews applied: {decisions})")
+    if stale:
+        lines.append(f"  {stale} stale review{'s' if stale != 1 else ''} not applied: the case's gold, prediction or database "
+                     "changed since the decision (nl2sql review decides again)")
+    if suggested:
+        lines.append(f"  {suggested} suggestion{'s' if suggested != 1 else ''} of the pytest_nl2sql_review hook, not applied "
+                     "(nl2sql review REPORT.json --reviews PATH --accept-suggestions)")
+    return lines
 
 
 def quarantine_lines(summary: dict[str, Any]) -> list[str]:

@@ -54,7 +54,7 @@ ITEM_KEYS = (
     "id", "nodeid", "file", "kind", "question", "database", "ran_on", "hardness", "tags",
     "verdict", "passed", "reason", "near_miss", "baseline", "exact_match", "gold", "predicted",
     "predicted_result", "predicted_malloy", "raw_prediction", "diff", "neighbours",
-    "gold_warnings", "soft_scores", "term_selection", "latency", "attempts", "usage", "repeats",
+    "gold_warnings", "soft_scores", "term_selection", "latency", "attempts", "usage", "repeats", "gold_audit",
 )
 
 NEAR_MISS_WORDS = {  # the contract's meanings, said in the failure's explanation
@@ -138,6 +138,8 @@ def _slim(item: Mapping[str, Any]) -> dict[str, Any]:
             value = round(value, 4)
         elif key == "attempts" and value in (0, 1):  # asked once: nothing to say
             continue
+        elif key == "gold_audit" and not (isinstance(value, Mapping) and value.get("suspect")):
+            continue  # audited, nothing found
         kept[key] = _plain(value)
     if kept.get("nodeid") == f"{kept.get('file')}::{kept.get('id')}":
         del kept["nodeid"]
@@ -243,6 +245,14 @@ def _summary_section(summary: Mapping[str, Any], items: Sequence[Mapping[str, An
         esc(f"{passed} / {judged} judged cases") + (esc(f" · 95% CI {interval}") if interval else ""),
         cls="headline",
     )]
+    reviewed = summary.get("reviewed") if isinstance(summary.get("reviewed"), Mapping) else {}
+    if reviewed or summary.get("stale_reviews"):  # a reviewed figure never passes for a plain one
+        decisions = ", ".join(f"{decision} {_count(count)}" for decision, count in reviewed.items()) or "none"
+        cards.append(_card(
+            "before reviews", esc(_percent(summary.get("accuracy_before_reviews"))),
+            esc(f"the accuracy above is after the decisions of --nl2sql-reviews ({decisions} applied; "
+                f"{_count(summary.get('stale_reviews'))} stale, not applied)"),
+        ))
     if summary.get("neighbours") and summary.get("single_db_accuracy") is not None:
         cards.append(_card(
             "one-database execution accuracy", esc(_percent(summary.get("single_db_accuracy"))),
@@ -305,6 +315,9 @@ def _summary_section(summary: Mapping[str, Any], items: Sequence[Mapping[str, An
     if summary.get("gold_warnings"):
         cards.append(_card("nondeterministic golds", esc(summary["gold_warnings"]),
                            "case(s) whose gold's LIMIT cuts through a tie (see each case's gold warnings)", cls="warn"))
+    if summary.get("gold_suspects"):
+        cards.append(_card("suspect golds", f'<a href="#suspects">{esc(summary["gold_suspects"])}</a>',
+                           "case(s) whose own data speaks against the gold: findings to read, no verdict changed", cls="warn"))
     near = {k: v for k, v in (summary.get("near_miss") or {}).items() if v} if isinstance(summary.get("near_miss"), Mapping) else {}
     near_html = ""
     if near:
@@ -572,6 +585,27 @@ def _charts_section(report: Mapping[str, Any], summary: Mapping[str, Any]) -> st
     return f'<section id="charts"><h2>Breakdowns</h2><div class="charts">{charts}</div>{tables}</section>'
 
 
+def _suspects_section(items: Sequence[Mapping[str, Any]]) -> str:
+    """The cases whose gold the audit suspects, with every finding (judge/gold_audit.py)."""
+    suspects = [item for item in items if isinstance(item, Mapping) and isinstance(item.get("gold_audit"), Mapping)
+                and item["gold_audit"].get("suspect")]
+    if not suspects:
+        return ""
+    rows = []
+    for item in suspects[:PAGE_ROWS]:
+        findings = [f for f in item["gold_audit"].get("findings") or [] if isinstance(f, Mapping)] or [{}]
+        label = f"{item.get('file')}::{item.get('id')}"
+        for number, finding in enumerate(findings):
+            case = (f'<td rowspan="{len(findings)}">{_filter_link("q", str(item.get("id")), label)}</td>'
+                    f'<td rowspan="{len(findings)}">{esc(item.get("verdict"))}</td>') if number == 0 else ""
+            rows.append(f"<tr>{case}<td>{esc(finding.get('kind'))}</td><td>{esc(_cut(str(finding.get('detail') or '')))}</td></tr>")
+    more = f'<p class="note">… and {len(suspects) - PAGE_ROWS} more (see the JSON report).</p>' if len(suspects) > PAGE_ROWS else ""
+    return (f'<section id="suspects"><h2>Suspect golds ({len(suspects)})</h2><p class="note">What the case\'s own data '
+            "says against its gold: something to read, never a verdict change.</p>"
+            f'<table class="grid"><thead><tr><th>case</th><th>verdict</th><th>finding</th><th>detail</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>{more}</section>")
+
+
 CASES_SECTION = """<section id="cases"><h2>Cases</h2>
 <div class="controls" id="controls">
 <label>search <input type="search" id="f-q" placeholder="id, question, SQL, reason…" autocomplete="off"></label>
@@ -611,6 +645,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         _run_section(run, summary),
         _summary_section(summary, items),
         _charts_section(report, summary),
+        _suspects_section(items),
         CASES_SECTION,
     ])
     return (
@@ -1004,6 +1039,9 @@ function explanation(it) {
   if (it.diff && it.diff.database) box.appendChild(kv('shown on', document.createTextNode(it.diff.database)));
   if (it.ran_on) box.appendChild(kv('ran on', document.createTextNode(it.ran_on)));
   (it.gold_warnings || []).forEach(function (w) { box.appendChild(kv('gold warning', document.createTextNode(w))); });
+  ((it.gold_audit && it.gold_audit.findings) || []).forEach(function (f) {
+    box.appendChild(kv('suspect gold (' + f.kind + ')', document.createTextNode(String(f.detail || ''))));
+  });
   if (it.attempts) box.appendChild(kv('attempts', document.createTextNode(String(it.attempts))));
   if (it.repeats) {
     var rp = it.repeats;

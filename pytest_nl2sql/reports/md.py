@@ -33,6 +33,7 @@ from pytest_nl2sql.vocab import Verdict, hardness_sort_key
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 MAX_FAILURES = 100  # rows in the failures table; a PR comment has a size limit
 MAX_REASON = 160  # characters of a reason (a database error can be long)
+MAX_FINDING = 400  # characters of a gold audit's finding (it quotes the values it found)
 MAX_BUCKETS = 50  # rows of a tag or database table: past it, the worst are shown
 FOLD_BUCKETS = 12  # bucket tables longer than this are folded
 ENCODING_ERRORS = "backslashreplace"  # a lone surrogate as the text `\\ud800`, not a crash
@@ -84,6 +85,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         _buckets("database", summary.get("by_database"), sorted),
         _partial(summary.get("partial")),
         _failures(items, with_baseline=summary.get("baseline") is not None),
+        _reviews(items),
+        _suspect_golds(items),
     ]
     return "\n\n".join(block for block in blocks if block) + "\n"
 
@@ -92,7 +95,10 @@ def _headline(summary: Mapping[str, Any]) -> str:
     passed, judged = _counts(summary)
     interval = _interval(summary)
     line = f"### pytest-nl2sql: {accuracy_name(summary)} {_ratio(passed, judged)}" + (f" (95% CI {interval})" if interval else "")
-    notes = []
+    before = summary.get("passed_before_reviews")
+    if isinstance(before, int) and before != passed:
+        line += " after reviews"
+    notes = _review_notes(summary, judged)
     if summary.get("neighbours") and summary.get("single_db_accuracy") is not None:
         notes.append(f"one-database execution accuracy (the cases' own databases alone, no neighbour databases; not the official "
                      f"Spider figure, which `--nl2sql-compat=spider` gives): {_percent(summary['single_db_accuracy'])}")
@@ -103,6 +109,9 @@ def _headline(summary: Mapping[str, Any]) -> str:
         notes.append(f"every case ran on `{summary['engine']}`")
     if summary.get("gold_warnings"):
         notes.append(f"{summary['gold_warnings']} case(s) with a nondeterministic gold (see `gold_warnings`)")
+    if summary.get("gold_suspects"):
+        notes.append(f"{_plural(summary['gold_suspects'], 'suspect gold')} (findings to read, no verdict changed: see "
+                     "*Suspect golds* below)")
     unpredicted = summary.get("predictor_errors") or 0
     if unpredicted:
         answered = judged - unpredicted
@@ -110,6 +119,67 @@ def _headline(summary: Mapping[str, Any]) -> str:
                      f"transient errors retried): counted as failures, but not wrong answers"
                      + (f"; over the {answered} answered: {_ratio(passed, answered)}" if answered > 0 else ""))
     return "\n\n".join([line, *notes])
+
+
+def _review_notes(summary: Mapping[str, Any], judged: int) -> list[str]:
+    """The accuracy before the decisions of --nl2sql-reviews beside the one after, and the
+    decisions not applied: a reviewed figure never passes for a plain one."""
+    notes = []
+    reviewed = summary.get("reviewed")
+    if isinstance(reviewed, Mapping) and reviewed:
+        decisions = ", ".join(f"{_code(str(decision))} {count}" for decision, count in reviewed.items())
+        before = summary.get("passed_before_reviews")
+        before = before if isinstance(before, int) else int(summary.get("passed") or 0)
+        notes.append(f"**Before reviews: {_ratio(before, judged)}**; after: {_ratio(int(summary.get('passed') or 0), judged)} "
+                     f"(decisions of `--nl2sql-reviews` applied: {decisions})")
+    stale = summary.get("stale_reviews") or 0
+    if stale:
+        notes.append(f"{_plural(stale, 'stale review')} not applied (the case's gold, prediction or database changed since the decision)")
+    suggested = summary.get("review_suggestions") or 0
+    if suggested:
+        notes.append(f"{_plural(suggested, 'suggestion')} of the review hook, not applied (`nl2sql review --accept-suggestions`)")
+    return notes
+
+
+def _reviews(items: Sequence[Mapping[str, Any]]) -> str:
+    """The reviewed cases and the hook's suggestions: who decided what, and whether it applied."""
+    reviewed = [item for item in items if isinstance(item.get("review"), Mapping)]
+    if not reviewed:
+        return ""
+    rows = ["| case | decision | by | verdict before | applied | suggested | note |", "|---|---|---|---|---|---|---|"]
+    for item in reviewed[:MAX_FAILURES]:
+        review = item["review"]
+        suggested = review.get("suggested") if isinstance(review.get("suggested"), Mapping) else {}
+        applied = "stale: " + ", ".join(map(str, review.get("stale_because") or [])) if review.get("stale") else (
+            "yes" if review.get("decision") else "")
+        note = review.get("note") or suggested.get("note")
+        rows.append("| " + " | ".join([_code(_label(item), in_table=True), _cell(review.get("decision")), _cell(review.get("by")),
+                                        _cell(review.get("verdict_before")), _cell(applied),
+                                        _cell(suggested.get("decision")), _cell(note)]) + " |")
+    if len(reviewed) > MAX_FAILURES:
+        rows.append(f"\n… and {len(reviewed) - MAX_FAILURES} more (see the JSON report).")
+    body = "\n".join(rows)
+    return f"<details><summary>Reviews ({len(reviewed)})</summary>\n\n{body}\n\n</details>"
+
+
+def _suspect_golds(items: Sequence[Mapping[str, Any]]) -> str:
+    """The cases whose gold the audit suspects, each finding on its own line (judge/gold_audit.py)."""
+    suspects = [item for item in items if isinstance(item.get("gold_audit"), Mapping) and item["gold_audit"].get("suspect")]
+    if not suspects:
+        return ""
+    rows = ["| case | verdict | finding | detail |", "|---|---|---|---|"]
+    for item in suspects[:MAX_FAILURES]:
+        findings = [f for f in item["gold_audit"].get("findings") or [] if isinstance(f, Mapping)] or [{}]
+        for number, finding in enumerate(findings):
+            case = [_code(_label(item), in_table=True), _cell(item.get("verdict"))] if number == 0 else ["", ""]
+            detail = escaped(str(finding.get("detail") or ""))[:MAX_FINDING].replace("\n", " ")  # whole: it quotes values
+            rows.append("| " + " | ".join([*case, _cell(finding.get("kind")),
+                                            detail.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")]) + " |")
+    if len(suspects) > MAX_FAILURES:
+        rows.append(f"\n… and {len(suspects) - MAX_FAILURES} more (see the JSON report).")
+    body = "\n".join(rows)
+    return (f"<details><summary>Suspect golds ({len(suspects)})</summary>\n\nWhat the case's own data says against its gold: "
+            f"something to read, never a verdict change.\n\n{body}\n\n</details>")
 
 
 def _interval(bucket: Mapping[str, Any]) -> str:

@@ -517,6 +517,10 @@ def _write_statistics(ws: Worksheet, summary: Mapping[str, Any], run: Mapping[st
     out.pair("errors (gold_error, outside the accuracy)", errors)
     out.pair("judged cases", total - errors if isinstance(total, int) else None)
     out.pair(accuracy_name(summary), summary.get("accuracy"), PERCENT)
+    if summary.get("reviewed") or summary.get("stale_reviews"):  # a reviewed figure never passes for a plain one
+        out.pair("before reviews (--nl2sql-reviews; the figure above is after them)", summary.get("accuracy_before_reviews"), PERCENT)
+        out.pair("decisions applied", ", ".join(f"{d} {n}" for d, n in (summary.get("reviewed") or {}).items()) or "none")
+        out.pair("stale reviews (not applied)", summary.get("stale_reviews"))
     low, high = _interval(summary)
     out.pair("95% interval, low (Wilson)", low, PERCENT)
     out.pair("95% interval, high (Wilson)", high, PERCENT)
