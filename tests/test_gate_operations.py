@@ -473,3 +473,11 @@ def pytest_nl2sql_predict(case):
     assert update.ret == pytest.ExitCode.TESTS_FAILED
     update.stdout.fnmatch_lines(["1 case(s) could not be judged (their worker died): their earlier baseline entries are kept"])
     assert baseline_cases(pytester.path / "base.json") == before  # b was not judged: its entry is not a gold_error now
+
+
+def test_a_case_whose_own_usage_is_beyond_floating_point_is_not_left_out_of_the_total() -> None:
+    from pytest_nl2sql.metrics.summary import summarize_usage
+
+    usage = summarize_usage([{"cost": 1.0}, {"cost": math.inf}])  # a case's answers added up past 1.8e308
+    assert "cost" not in usage["total"] and usage["not_finite"] == ["cost"] and usage["mean"]["cost"] == 1.0
+    assert summarize_usage([{"cost": 1.0}, {"cost": 2.0}])["total"]["cost"] == 3.0

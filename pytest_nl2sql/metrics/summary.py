@@ -149,9 +149,10 @@ def summarize_usage(usages: Iterable[Mapping[str, Any] | None]) -> dict[str, Any
     mean: dict[str, float] = {}
     not_finite: list[str] = []
     for key in USAGE_KEYS:
-        values = [u[key] for u in reported if isinstance(u.get(key), (int, float)) and math.isfinite(u[key])]
+        numbers = [u[key] for u in reported if isinstance(u.get(key), (int, float))]
+        values = [v for v in numbers if math.isfinite(v)]  # a case's own sum may already be beyond floats
         if values:
-            summed = _finite_sum(values)
+            summed = _finite_sum(values) if len(values) == len(numbers) else None
             if key != "cost":
                 total[key] = int(sum(values))  # whole numbers of tokens: an int never overflows
             elif summed is None:
