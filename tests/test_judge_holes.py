@@ -220,7 +220,10 @@ def test_a_tie_the_gold_leaves_to_the_database_excuses_only_the_gold_s_possible_
                        ("inner-pick", "LIMIT inside a subquery")):
         item = items[right]
         assert item["verdict"] == "pass" and item["neighbours"]["failed"] == 0, right
-        assert item["neighbours"]["fragile"] >= 1 and why in item["neighbours"]["counterexample"]["breaks"], right
+        shown = item["neighbours"]["counterexample"]
+        assert item["neighbours"]["fragile"] >= 1 and why in shown["breaks"], right
+        bonuses = [row[3] for row in shown["tables"]["employee"]["rows"]]
+        assert len(bonuses) >= 2 and len(set(bonuses)) < len(bonuses), right  # the rows shown hold the tie the reason names
 
 
 # ----------------------------------------------------------------------------- 2. big integers against doubles

@@ -380,10 +380,10 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
     if shrink is None:
         return failure
     tables = [*dict.fromkeys(name for sql in (*rules.golds, predicted) for name in tables_read(sql, rules.dialect))]
-    last: list[tuple[GoldOutcome, Judgement]] = []
+    last: list[tuple[tuple[GoldOutcome, Judgement], str | None]] = []  # (both results, why excused) of each kept attempt
     real = failure.breaks is None and own_gold is not None
     # a difference a plausible neighbour shows only where the gold is not to be trusted: the rows
-    # kept must still show that, so that the counterexample agrees with the reason given
+    # kept must still show that, and the reason given is the one they show
     excused = failure.breaks is not None and failure.database.breaks is None and own_gold is not None
     keys: list[frozenset[tuple[str, str]]] = []  # the neighbour's key columns, read once: every attempt has its schema
 
@@ -395,12 +395,13 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
         shrunk = dataclasses.replace(attempt, generated=failure.database.generated)
         if (real or excused) and shrunk.generated is not None and not keys:
             keys.append(neighbour_keys(failure.database.path, failure.database.kind.value, shrunk.generated.invariants))
+        fault = None
         if real or excused:
             fault = not_the_prediction_s_fault(shrunk, own_gold, *outcome, rules, limits, open_engine,  # type: ignore[arg-type]
                                                keys[0] if keys else None)
             if (fault is not None) if real else (fault is None):
                 return False
-        last.append(outcome)
+        last.append((outcome, fault))
         return True
 
     memo = hashlib.sha256(f"{_rules_key(rules, predicted)}/{real}{'/excused' if excused else ''}".encode()).hexdigest()
@@ -413,8 +414,9 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
                        hints=_differing_values(failure.judgement), memo=memo, differs_on_rows=on_rows)
     except (OSError, EngineError, SqlglotError, ValueError):
         return failure
-    gold, judgement = last[-1] if last else (failure.gold, failure.judgement)
-    return NeighbourFailure(failure.database, judgement, gold, tuple(found.tables), shrunk=bool(last), breaks=failure.breaks)
+    (gold, judgement), why = last[-1] if last else ((failure.gold, failure.judgement), None)
+    return NeighbourFailure(failure.database, judgement, gold, tuple(found.tables), shrunk=bool(last),
+                            breaks=why if excused and why is not None else failure.breaks)
 
 
 def _differing_values(judgement: Judgement) -> tuple[Any, ...]:
