@@ -11,11 +11,20 @@ column called like `name`, `title` or its table), other text over at least 50 ro
 whose range is narrow enough that random values would have collided twice over (the birthday
 bound: n(n-1)/2 / range >= 2). Five distinct ages, or six orders of six of ten customers, are not
 a key.
+
+Learning costs a sample of a big table, never a scan of it (`TableView`): a table of at most
+`SMALL_TABLE_ROWS` rows is read whole, as it always was; a bigger one through a sample of
+`SAMPLE_RUNS` short rowid runs spread evenly over it (a few thousand rows, each run found through
+the rowid in O(log n)), and exactly only where that is cheap: what a declared key says, and on
+SQLite what an index answers in O(log n) (a column's min and max, whether it holds a NULL, the
+few values of a category, walked value by value). What the sample cannot show is missed: a NULL,
+a duplicate or a rare category value that only unsampled rows hold (docs/concepts/neighbours.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -32,6 +41,12 @@ CATEGORY_VALUES = 8  # a text column with at most this many distinct values, eac
 VALUES_READ = 20000  # distinct values read per column to check inclusions (larger columns are not checked)
 TEXT_KEY_ROWS = 50  # distinct texts in at least this many rows are a key even when the column is not a name
 CHANCE_COLLISIONS = 2.0  # expected collisions of random integers in the column's range: above, uniqueness is not chance
+# A table of at most this many rows is read whole to learn what it shows (every Spider database's
+# tables are: the largest, flight_4's routes, has 67,240 rows); a bigger one through a sample.
+SMALL_TABLE_ROWS = 100_000
+SAMPLE_RUNS = 16  # rowid runs of a big table's sample, spread evenly between its least and greatest rowid
+SAMPLE_RUN_ROWS = 256  # rows per run: a sample of 4,096 rows
+LOOKUP_VALUES = 500  # values looked up in a key or an index per statement
 
 
 class InvariantKind(str, Enum):
@@ -99,6 +114,41 @@ class ColumnStats:
     low: Any
     high: Any
     longest: int | None = None  # the longest text's length (text columns only)
+    sampled: bool = False  # the counts are a sample's (a table over SMALL_TABLE_ROWS rows)
+    nulls: bool | None = None  # whether any row holds NULL, where an index tells exactly (None: as the rows read show)
+
+    @property
+    def never_null(self) -> bool:
+        return self.rows > 0 and (not self.nulls if self.nulls is not None else self.non_null == self.rows)
+
+
+@dataclass(frozen=True)
+class TableView:
+    """How learning reads a table: whole, or for one over `SMALL_TABLE_ROWS` rows a sample of it
+    (`sampled`): `runs` of rowids, each read up to `SAMPLE_RUN_ROWS` rows (empty: its first rows,
+    a WITHOUT ROWID table); `indexed`, the columns that lead a full index (SQLite), whose min, max,
+    NULLs and values one by one cost O(log n) each."""
+
+    table: Table
+    sampled: bool = False
+    runs: tuple[tuple[int, int], ...] = ()  # [start, end) rowid ranges
+    indexed: frozenset[str] = frozenset()
+
+    def source(self, columns: Sequence[str] | None = None) -> str:
+        """What a query reads FROM: the table, or its sample (of `columns`, default all)."""
+        name = quote(self.table.name)
+        if not self.sampled:
+            return name
+        listed = ", ".join(quote(c) for c in (columns if columns is not None else [c.name for c in self.table.columns]))
+        if not self.runs:
+            return f"(SELECT {listed} FROM {name} LIMIT {SAMPLE_RUNS * SAMPLE_RUN_ROWS}) AS sampled"
+        return "(" + " UNION ALL ".join(
+            f"SELECT * FROM (SELECT {listed} FROM {name} WHERE rowid >= {start} AND rowid < {end}"
+            f" ORDER BY rowid LIMIT {SAMPLE_RUN_ROWS})" for start, end in self.runs) + ") AS sampled"
+
+    def looked_up(self, column: str) -> bool:
+        """Can a value of `column` be found without a scan: a small table, or an index."""
+        return not self.sampled or column in self.indexed
 
 
 @dataclass(frozen=True)
@@ -146,14 +196,18 @@ class Observed:
 def respelled(source: Any, schema: Schema, facts: GoldFacts) -> GoldFacts:
     """`facts` with each `LIKE` literal free of wildcards spelled as the source spells it, where the
     two differ only in case: `LIKE 'korea'` matches 'Korea' whatever case its author typed, so the
-    literal is no evidence of how the data is spelled (an `=` literal is: it matches one spelling)."""
+    literal is no evidence of how the data is spelled (an `=` literal is: it matches one spelling).
+    A big table's spelling is looked for in its sample (`table_view`)."""
     hints = []
+    views: dict[str, TableView] = {}
     for hint in facts.hints:
         table = schema.table(hint.column[0])
         value = hint.value
         if hint.op == "like" and table is not None and isinstance(value, str) and "%" not in value and "_" not in value:
+            if table.name not in views:
+                views[table.name] = table_view(source.connection, table)
             spelled = source.connection.execute(
-                f"SELECT DISTINCT {quote(hint.column[1])} FROM {quote(table.name)} WHERE lower({quote(hint.column[1])}) = lower(?)"
+                f"SELECT DISTINCT {quote(hint.column[1])} FROM {views[table.name].source([hint.column[1]])} WHERE lower({quote(hint.column[1])}) = lower(?)"
                 " LIMIT 2", [value]).fetchall()
             if len(spelled) == 1 and isinstance(spelled[0][0], str):
                 hint = replace(hint, value=spelled[0][0])
@@ -163,39 +217,50 @@ def respelled(source: Any, schema: Schema, facts: GoldFacts) -> GoldFacts:
 
 def observe(source: Any, schema: Schema, facts: GoldFacts, structural: Sequence[Invariant]) -> Observed:
     """The invariants that matter to a gold with `facts`: the source's structural ones (`learn`,
-    once per source) and the gold's literals that name one row of `source` (an open reader)."""
+    once per source) and the gold's literals that name one row of `source` (an open reader),
+    where that is found without a scan (a big table's column without an index is not looked in)."""
     found = list(structural)
     unique = {(i.table, i.column) for i in found if i.kind is InvariantKind.UNIQUE}
     unique |= {(t.name, key[0]) for t in schema.tables for key in t.uniques if len(key) == 1}
     categories = {(i.table, i.column) for i in found if i.kind is InvariantKind.CATEGORY}
+    views: dict[str, TableView] = {}
     for hint in facts.hints:
         if hint.op not in ("=", "in") or hint.column in unique | categories:
             continue  # a category's value names no one: one grade 'A' among six enrolments is chance
         table = schema.table(hint.column[0])
         if table is None or not _name_like(table.name, hint.column[1]):
             continue  # 'Kyle' names a person; 'LA', found once among four colleges, names no one
+        if table.name not in views:
+            views[table.name] = table_view(source.connection, table)
+        if not views[table.name].looked_up(hint.column[1]):
+            continue
         values = hint.value if hint.op == "in" else (hint.value,)
         for value in values:  # type: ignore[union-attr]
             if not isinstance(value, str):
                 continue
             count = source.connection.execute(
-                f"SELECT count(*) FROM {quote(table.name)} WHERE {quote(hint.column[1])} = ?", [value]).fetchone()[0]
+                f"SELECT count(*) FROM (SELECT 1 FROM {quote(table.name)} WHERE {quote(hint.column[1])} = ? LIMIT 2)",
+                [value]).fetchone()[0]
             if count == 1:
                 found.append(Invariant(InvariantKind.ONCE, table.name, hint.column[1], values=(value,)))
     return Observed(tuple(dict.fromkeys(found)))
 
 
 def learn(source: Any, schema: Schema) -> tuple[Invariant, ...]:
-    """Every structural invariant of the source (its connection is sqlite3 or duckdb)."""
+    """Every structural invariant of the source (its connection is sqlite3 or duckdb): exact for a
+    table of at most `SMALL_TABLE_ROWS` rows, on a sample (and what indexes say) for a bigger one."""
     connection = source.connection
+    views: dict[str, TableView] = {}
     stats = {}
     for table in schema.tables:
         budget.check()
-        stats[table.name] = _column_stats(connection, table)
+        views[table.name] = table_view(connection, table)
+        stats[table.name] = _column_stats(connection, views[table.name])
     found: list[Invariant] = []
     keys: dict[tuple[str, str], Table] = {}  # single-column keys, declared or observed
     for table in schema.tables:
         budget.check()
+        view = views[table.name]
         declared_unique = {key[0] for key in table.uniques if len(key) == 1}
         for name in declared_unique:
             keys[(table.name, name)] = table
@@ -203,7 +268,7 @@ def learn(source: Any, schema: Schema) -> tuple[Invariant, ...]:
             column_stats = stats[table.name][column.name]
             if column_stats.rows == 0:
                 continue
-            if not column.not_null and column.name not in table.primary_key and column_stats.non_null == column_stats.rows:
+            if not column.not_null and column.name not in table.primary_key and column_stats.never_null:
                 found.append(Invariant(InvariantKind.NOT_NULL, table.name, column.name))
             if column.name not in declared_unique and _unique_by_design(table.name, column.name, column.value_class, column_stats):
                 found.append(Invariant(InvariantKind.UNIQUE, table.name, column.name))
@@ -212,30 +277,105 @@ def learn(source: Any, schema: Schema) -> tuple[Invariant, ...]:
                 found.append(Invariant(InvariantKind.SPELLING, table.name, column.name))
             if (column.value_class == TEXT and 1 <= column_stats.distinct <= CATEGORY_VALUES
                     and column_stats.non_null >= 2 * column_stats.distinct and (column_stats.longest or 0) <= KEY_TEXT_BYTES):
-                values = [row[0] for row in connection.execute(
-                    f"SELECT DISTINCT {quote(column.name)} FROM {quote(table.name)} WHERE {quote(column.name)} IS NOT NULL"
-                    f" ORDER BY 1").fetchall()]
-                found.append(Invariant(InvariantKind.CATEGORY, table.name, column.name, values=tuple(values)))
-    found += _links(connection, schema, stats, keys)
+                values = _category_values(connection, view, column.name)
+                if values is not None:
+                    found.append(Invariant(InvariantKind.CATEGORY, table.name, column.name, values=tuple(values)))
+    found += _links(connection, schema, views, stats, keys)
     found += _identities(connection, schema, found, stats)
     found += _facts(connection, schema, found, stats)
-    found += _narrower_keys(connection, schema)
+    found += _narrower_keys(connection, schema, views)
     references = {(t.name, c) for t in schema.tables for fk in t.foreign_keys for c in fk.columns}
     references |= {(i.table, i.column) for i in found if i.kind is InvariantKind.INCLUSION}
     return tuple(i for i in found if not (i.kind is InvariantKind.CATEGORY and (i.table, i.column) in references))  # a reference's values are its parents' keys
 
 
-def _narrower_keys(connection: Any, schema: Schema) -> list[Invariant]:
+def table_view(connection: Any, table: Table) -> TableView:
+    """How `learn` reads `table`: whole when it has at most `SMALL_TABLE_ROWS` rows, else through
+    a sample of `SAMPLE_RUNS` runs of `SAMPLE_RUN_ROWS` rows spread evenly over its rowids (a
+    WITHOUT ROWID table: its first rows in key order). The rows are told without counting a big
+    table: a rowid range of fewer is small; else the runs themselves say how densely the rowids
+    are used (a run that ends before its range is all of it), and only a table that they leave
+    near the threshold is counted, up to it."""
+    name = quote(table.name)
+    if not table.has_rowid:
+        return TableView(table) if _at_most(connection, name, SMALL_TABLE_ROWS) else TableView(table, True, (), _indexed(connection, table))
+    low, high = _rowid_range(connection, name)
+    if low is None or high - low < SMALL_TABLE_ROWS:
+        return TableView(table)
+    step = (high - low + 1) / SAMPLE_RUNS
+    starts = [low + int(step * k) for k in range(SAMPLE_RUNS)] + [high + 1]
+    runs = tuple((start, end) for start, end in zip(starts, starts[1:]) if end > start)
+    estimate = 0.0
+    for start, end in runs:
+        found, last = connection.execute(
+            f"SELECT count(*), max(rowid) FROM (SELECT rowid FROM {name} WHERE rowid >= {start} AND rowid < {end}"
+            f" ORDER BY rowid LIMIT {SAMPLE_RUN_ROWS})").fetchone()
+        estimate += found if found < SAMPLE_RUN_ROWS else found * (end - start) / (last - start + 1)
+    if estimate <= 2 * SMALL_TABLE_ROWS and _at_most(connection, name, SMALL_TABLE_ROWS):
+        return TableView(table)
+    return TableView(table, True, runs, _indexed(connection, table))
+
+
+def _at_most(connection: Any, name: str, rows: int) -> bool:
+    """Does the table hold at most `rows` rows (read up to one more)."""
+    return connection.execute(f"SELECT count(*) FROM (SELECT 1 FROM {name} LIMIT {rows + 1})").fetchone()[0] <= rows
+
+
+def _rowid_range(connection: Any, name: str) -> tuple[Any, Any]:
+    if isinstance(connection, sqlite3.Connection):  # each alone is O(log n) (the b-tree's ends); both in one SELECT scan it
+        return connection.execute(f"SELECT (SELECT min(rowid) FROM {name}), (SELECT max(rowid) FROM {name})").fetchone()
+    return connection.execute(f"SELECT min(rowid), max(rowid) FROM {name}").fetchone()
+
+
+def _indexed(connection: Any, table: Table) -> frozenset[str]:
+    """The columns of a SQLite table that lead a full (not partial) index, or are its rowid."""
+    if not isinstance(connection, sqlite3.Connection):
+        return frozenset()
+    found = set()
+    for index, partial in connection.execute("SELECT name, partial FROM pragma_index_list(?)", (table.name,)).fetchall():
+        first = connection.execute("SELECT name FROM pragma_index_info(?) WHERE seqno = 0", (index,)).fetchone()
+        if not partial and first is not None and first[0] is not None:
+            found.add(first[0])
+    if table.has_rowid and len(table.primary_key) == 1:
+        column = table.column(table.primary_key[0])
+        if column is not None and column.declared_type.strip().upper() == "INTEGER":
+            found.add(column.name)  # an INTEGER PRIMARY KEY is the rowid
+    return frozenset(found)
+
+
+def _category_values(connection: Any, view: TableView, column: str) -> list[Any] | None:
+    """The values of a column that looks like a category, in order: read from the table (or its
+    sample), or for a big table's indexed column walked through the index one value at a time
+    (exact: None when it holds more than `CATEGORY_VALUES`)."""
+    name = quote(column)
+    if not view.sampled or column not in view.indexed:
+        return [row[0] for row in connection.execute(
+            f"SELECT DISTINCT {name} FROM {view.source([column])} WHERE {name} IS NOT NULL ORDER BY 1").fetchall()]
+    table = quote(view.table.name)
+    values: list[Any] = []
+    value = connection.execute(f"SELECT min({name}) FROM {table}").fetchone()[0]
+    while value is not None:
+        budget.check()
+        if len(values) == CATEGORY_VALUES or (isinstance(value, str) and len(value) > KEY_TEXT_BYTES):
+            return None
+        values.append(value)
+        value = connection.execute(f"SELECT min({name}) FROM {table} WHERE {name} > ?", [value]).fetchone()[0]
+    return values
+
+
+def _narrower_keys(connection: Any, schema: Schema, views: dict[str, TableView]) -> list[Invariant]:
     """Columns of a declared composite key that are unique together already (a teacher teaches a
     course in one grade: (course, teacher) of the key (course, teacher, grade)); and the whole row
-    of a table with no key that holds no row twice (a student owns a pet once)."""
+    of a table with no key that holds no row twice (a student owns a pet once). A big table's on
+    its sample."""
     made = []
     for table in schema.tables:
         budget.check()
+        source = views[table.name].source()
         if not table.uniques and len(table.columns) >= 2:
             names = ", ".join(quote(c.name) for c in table.columns)
             rows, distinct = connection.execute(
-                f"SELECT count(*), (SELECT count(*) FROM (SELECT DISTINCT {names} FROM {quote(table.name)})) FROM {quote(table.name)}").fetchone()
+                f"SELECT count(*), (SELECT count(*) FROM (SELECT DISTINCT {names} FROM {source})) FROM {source}").fetchone()
             if rows >= 2 and rows == distinct:
                 made.append(Invariant(InvariantKind.UNIQUE, table.name, table.columns[0].name,
                                       together=tuple(c.name for c in table.columns[1:])))
@@ -247,8 +387,8 @@ def _narrower_keys(connection: Any, schema: Schema) -> list[Invariant]:
                 names = ", ".join(quote(c) for c in columns)
                 present = " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
                 rows, distinct = connection.execute(
-                    f"SELECT count(*), (SELECT count(*) FROM (SELECT DISTINCT {names} FROM {quote(table.name)} WHERE {present}))"
-                    f" FROM {quote(table.name)} WHERE {present}").fetchone()
+                    f"SELECT count(*), (SELECT count(*) FROM (SELECT DISTINCT {names} FROM {source} WHERE {present}))"
+                    f" FROM {source} WHERE {present}").fetchone()
                 if rows >= 2 and rows == distinct:
                     made.append(Invariant(InvariantKind.UNIQUE, table.name, columns[0], together=tuple(columns[1:])))
     return made
@@ -262,7 +402,7 @@ def _identities(connection: Any, schema: Schema, found: list[Invariant], stats: 
     made = []
     for table in schema.tables:
         budget.check()
-        if len(table.primary_key) != 1 or not table.columns or stats[table.name][table.columns[0].name].rows > IDENTITY_ROWS:
+        if len(table.primary_key) != 1 or not table.columns or _large(stats[table.name][table.columns[0].name]):
             continue
         key = table.primary_key[0]
         for column in table.columns:
@@ -286,7 +426,7 @@ def _facts(connection: Any, schema: Schema, found: list[Invariant], stats: dict[
     made = []
     for table in schema.tables:
         budget.check()
-        if not table.columns or stats[table.name][table.columns[0].name].rows > IDENTITY_ROWS:
+        if not table.columns or _large(stats[table.name][table.columns[0].name]):
             continue
         references = [fk.columns[0] for fk in table.foreign_keys if len(fk.columns) == 1]
         for column in table.columns:
@@ -307,6 +447,11 @@ def _facts(connection: Any, schema: Schema, found: list[Invariant], stats: dict[
     return made
 
 
+def _large(stats: ColumnStats) -> bool:
+    """Too many rows to read a table's names and references whole (identities, facts)."""
+    return stats.sampled or stats.rows > IDENTITY_ROWS
+
+
 def _unique_by_design(table: str, column: str, value_class: str, stats: ColumnStats) -> bool:
     if stats.non_null < 2 or stats.distinct != stats.non_null:
         return False
@@ -318,7 +463,11 @@ def _unique_by_design(table: str, column: str, value_class: str, stats: ColumnSt
     return n * (n - 1) / 2 / span >= CHANCE_COLLISIONS
 
 
-def _column_stats(connection: Any, table: Table) -> dict[str, ColumnStats]:
+def _column_stats(connection: Any, view: TableView) -> dict[str, ColumnStats]:
+    """Each column's counts over the table, or over its sample; for a sampled table's indexed
+    columns, whether a NULL is anywhere and an integer's least and greatest value, told by the
+    index (each a lone min() or max() or a LIMIT 1 lookup: O(log n))."""
+    table = view.table
     if not table.columns:
         return {}
     parts = ["count(*)"]
@@ -328,20 +477,34 @@ def _column_stats(connection: Any, table: Table) -> dict[str, ColumnStats]:
         low_high = f"min({name}), max({name})" if column.value_class == INT else "NULL, NULL"
         longest = f"max(length({name}))" if column.value_class == TEXT else "NULL"
         parts.append(f"count({name}), count(DISTINCT {name}), {folded}, {low_high}, {longest}")
-    row = connection.execute(f"SELECT {', '.join(parts)} FROM {quote(table.name)}").fetchone()
+    row = connection.execute(f"SELECT {', '.join(parts)} FROM {view.source()}").fetchone()
     rows = row[0]
     stats = {}
     for index, column in enumerate(table.columns):
         non_null, distinct, folded, low, high, longest = row[1 + 6 * index: 7 + 6 * index]
-        stats[column.name] = ColumnStats(rows, non_null, distinct, folded, low, high, longest)
+        stats[column.name] = ColumnStats(rows, non_null, distinct, folded, low, high, longest, sampled=view.sampled)
+    if view.sampled:
+        source = quote(table.name)
+        for column in table.columns:
+            if column.name not in view.indexed:
+                continue
+            budget.check()
+            name = quote(column.name)
+            nulls = connection.execute(f"SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {name} IS NULL LIMIT 1)").fetchone()[0] > 0
+            known = replace(stats[column.name], nulls=nulls)
+            if column.value_class == INT:
+                known = replace(known, low=connection.execute(f"SELECT min({name}) FROM {source}").fetchone()[0],
+                                high=connection.execute(f"SELECT max({name}) FROM {source}").fetchone()[0])
+            stats[column.name] = known
     return stats
 
 
-def _links(connection: Any, schema: Schema, stats: dict[str, dict[str, ColumnStats]],
+def _links(connection: Any, schema: Schema, views: dict[str, TableView], stats: dict[str, dict[str, ColumnStats]],
            keys: dict[tuple[str, str], Table]) -> list[Invariant]:
     """Undeclared foreign keys (a column whose every value is in a key column of another table,
     of the same kind of value and, for numbers, with a related name), and parents whose every
-    row has a child (over declared and undeclared single-column foreign keys)."""
+    row has a child (over declared and undeclared single-column foreign keys). A big table's
+    values are its sample's, looked up where that is cheap (`_all_found`)."""
     values: dict[tuple[str, str], frozenset[Any] | None] = {}
 
     def read(table: str, column: str) -> frozenset[Any] | None:
@@ -352,8 +515,18 @@ def _links(connection: Any, schema: Schema, stats: dict[str, dict[str, ColumnSta
                 text = schema.table(table).column(column).value_class == TEXT  # type: ignore[union-attr]
                 short = f" AND length({quote(column)}) <= {KEY_TEXT_BYTES}" if text else ""
                 values[(table, column)] = frozenset(row[0] for row in connection.execute(
-                    f"SELECT DISTINCT {quote(column)} FROM {quote(table)} WHERE {quote(column)} IS NOT NULL{short}").fetchall())
+                    f"SELECT DISTINCT {quote(column)} FROM {views[table].source([column])} WHERE {quote(column)} IS NOT NULL{short}").fetchall())
         return values[(table, column)]
+
+    def within(mine: frozenset[Any], table: str, column: str) -> bool:
+        """Is every value of `mine` in `table.column`: all of its values read (a small table), or
+        looked up one by one (a declared key, or an index)."""
+        view = views[table]
+        if not view.sampled:
+            theirs = read(table, column)
+            return theirs is not None and mine <= theirs
+        declared = (column,) in view.table.uniques
+        return (declared or column in view.indexed) and _all_found(connection, view.table.name, column, mine)
 
     found: list[Invariant] = []
     links: list[tuple[str, str, str, str]] = []  # child table, column, parent table, column
@@ -376,8 +549,8 @@ def _links(connection: Any, schema: Schema, stats: dict[str, dict[str, ColumnSta
                     continue
                 if column.value_class == INT and not _related(column.name, parent_name, key):
                     continue
-                mine, theirs = read(table.name, column.name), read(parent_name, key)
-                if mine is not None and theirs is not None and mine <= theirs:
+                mine = read(table.name, column.name)
+                if mine is not None and within(mine, parent_name, key):
                     found.append(Invariant(InvariantKind.INCLUSION, table.name, column.name, parent_name, key))
                     links.append((table.name, column.name, parent_name, key))
                     break
@@ -385,10 +558,30 @@ def _links(connection: Any, schema: Schema, stats: dict[str, dict[str, ColumnSta
         budget.check()
         if child == parent or stats[parent][key].non_null < 2:
             continue
-        mine, theirs = read(child, column), read(parent, key)
-        if mine is not None and theirs is not None and theirs <= mine:
+        if views[parent].sampled and not views[child].sampled:
+            continue  # a child of at most SMALL_TABLE_ROWS rows cannot reach every row of a bigger parent
+        theirs = read(parent, key)
+        if theirs is None:
+            continue
+        mine = read(child, column)  # a sampled child's values: what they show is proof, what they lack is not
+        if (mine is not None and theirs <= mine) or (views[child].sampled and within(theirs, child, column)):
             found.append(Invariant(InvariantKind.PARTICIPATION, parent, key, child, column))
     return found
+
+
+def _all_found(connection: Any, table: str, column: str, wanted: Iterable[Any]) -> bool:
+    """Is each of `wanted` a value of `table.column`: looked up `LOOKUP_VALUES` at a time (through
+    its index on SQLite; DuckDB skips the blocks whose min and max leave a value out)."""
+    ordered = sorted(wanted, key=lambda value: (type(value).__name__, value))
+    for start in range(0, len(ordered), LOOKUP_VALUES):
+        budget.check()
+        chunk = ordered[start:start + LOOKUP_VALUES]
+        marks = ", ".join("?" for _ in chunk)
+        present = connection.execute(
+            f"SELECT count(DISTINCT {quote(column)}) FROM {quote(table)} WHERE {quote(column)} IN ({marks})", chunk).fetchone()[0]
+        if present < len(chunk):
+            return False
+    return True
 
 
 def _words(name: str) -> set[str]:
