@@ -37,6 +37,17 @@ overwrites a file.
 
 install the Malloy compiler that Malloy predictions need (Node 20 and npm), and print the Malloy
 model generated from a database's schema (see pytest_nl2sql/malloy/commands.py).
+
+    nl2sql review REPORT.json --reviews PATH [--case ID --decision D [--note TEXT]] [--accept-suggestions]
+
+walks the disputed cases of a run and writes a person's decisions to the reviews file that
+--nl2sql-reviews reads (see pytest_nl2sql/review_cli.py).
+
+    nl2sql audit-gold REPORT.json [REPORT.json ...] [--min-agree K] [--format md|json]
+
+lists the golds to suspect in one suite's reports from several models: the cases whose failing
+predictions agree with one another against the gold, and the reports' own gold audits (see
+pytest_nl2sql/gate/audit_gold.py). Exit code 0; 2 for a malformed report or one of another suite.
 """
 
 from __future__ import annotations
@@ -50,6 +61,8 @@ from typing import Any
 
 from pytest_nl2sql import __version__
 from pytest_nl2sql.engines.url import EngineKind, parse_database
+from pytest_nl2sql.gate.audit_gold import COMMAND as AUDIT_GOLD_COMMAND
+from pytest_nl2sql.gate.audit_gold import add_audit_gold_command, run_audit_gold_command
 from pytest_nl2sql.gate.baseline import classify, key_relative_to, load_baseline
 from pytest_nl2sql.gate.finish import Finished, Gate, finish_run
 from pytest_nl2sql.gate.report_file import ReportFileError, check_shard_item, read_report_file
@@ -60,6 +73,8 @@ from pytest_nl2sql.malloy.commands import COMMANDS as MALLOY_COMMANDS
 from pytest_nl2sql.malloy.commands import add_malloy_commands, run_malloy_command
 from pytest_nl2sql.plugin.settings import parse_report
 from pytest_nl2sql.plugin.terminal import summary_lines
+from pytest_nl2sql.review_cli import COMMAND as REVIEW_COMMAND
+from pytest_nl2sql.review_cli import add_review_command, run_review_command
 from pytest_nl2sql.vocab import BaselineStatus, Verdict
 
 
@@ -359,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write the cases from this database's tables (a SQLite or DuckDB file, or a server URL); "
                            "default: a tiny example database")
     add_malloy_commands(commands)
+    add_review_command(commands)
+    add_audit_gold_command(commands)
     return parser
 
 
@@ -374,6 +391,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _merge_command(args)
     if args.command == "compare":
         return _compare_command(args)
+    if args.command == REVIEW_COMMAND:
+        return run_review_command(args)
+    if args.command == AUDIT_GOLD_COMMAND:
+        return run_audit_gold_command(args)
     try:
         print(readonly_role(args.url, args.role))
     except ValueError as e:

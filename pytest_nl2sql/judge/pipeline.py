@@ -30,7 +30,7 @@ from pytest_nl2sql.engines.base import ConnectionLost, DatabaseMissing, Engine, 
 from pytest_nl2sql.engines.url import DatabaseSpec, EngineKind, parse_database
 from pytest_nl2sql.gate.baseline import Baseline, classify
 from pytest_nl2sql.gate.run import engine_label
-from pytest_nl2sql.judge import explain, on_neighbours
+from pytest_nl2sql.judge import explain, gold_audit, on_neighbours
 from pytest_nl2sql.judge.answer import add_usage, extract_sql
 from pytest_nl2sql.judge.compare import CompareOptions, Comparison, compare_results
 from pytest_nl2sql.judge.execute import (
@@ -145,6 +145,8 @@ class Pipeline:
     hook: Hook | None = None  # the model under test
     predictions: PredictionStore | None = None
     baseline: Baseline | None = None
+    reviews: Any = None  # gate.reviews.ReviewBook: decisions about disputed cases (--nl2sql-reviews)
+    reviewer: Callable[..., Any] | None = None  # the pytest_nl2sql_review hook: suggests decisions
     engines: EngineCache = field(default_factory=EngineCache)
     _schemas: dict[str, Any] = field(default_factory=dict)
     _ddl: dict[int, str] = field(default_factory=dict)
@@ -161,6 +163,7 @@ class Pipeline:
     _malloy_engines: dict[str, Any] = field(default_factory=dict)  # SQLite file key -> where its Malloy predictions run
     _malloy_lock: threading.Lock = field(default_factory=threading.Lock)  # the copies and schemas above, made once
     _rows: dict[tuple[int, str, int], SampleRows] = field(default_factory=dict)  # `sample_rows`, per engine
+    _gold_audits: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)  # per engine and gold: `gold_audit` findings
 
     @property
     def predictor(self) -> Predictor:
@@ -211,7 +214,7 @@ class Pipeline:
             outcome = self._score_term_selection(prepared, prediction)
         else:
             outcome = self._judge_sql(prepared, prediction)
-        return self._with_model_figures(prepared, prediction, outcome)
+        return self._reviewed(prepared, self._with_model_figures(prepared, prediction, outcome))
 
     def predict(self, case: Case, label: CaseLabel) -> PredictionOutcome:
         """Ask for the case's prediction (the first source that applies; with `repeat`, all its
@@ -314,7 +317,7 @@ class Pipeline:
         result = self._result(
             case, label, prepared.hardness, judgement.verdict, predicted=predicted_sql, reason=judgement.reason,
             exact_match=exact.match if exact else None, partial=exact.partial if exact else None,
-            fingerprint=judgement.fingerprint, latency=prediction.latency,
+            fingerprint=gold_audit.failed_fingerprint(judgement, gold.order_matters), latency=prediction.latency,
             diff=explain.neighbour_diff_json(failure) if failure else explain.diff_json(judgement, gold),
             extra={**prediction.report_fields(), **({"neighbours_off": off} if off else {})},
             neighbours={**beyond.to_json(), "counterexample": explain.counterexample_json(beyond.failure)} if beyond is not None else None,
@@ -323,7 +326,7 @@ class Pipeline:
             predicted_result=_shown_path(result_file.path, case) if result_file else None, predicted_malloy=malloy,
             execution_time=efficiency.to_json() if efficiency else None, raw_prediction=raw,
         )
-        result = self._with_baseline(result, case)
+        result = self._with_baseline(result.replace(gold_audit=self._gold_audit(prepared, result.neighbours)), case)
         if result.passed:
             text = None
         elif failure is not None:
@@ -331,6 +334,19 @@ class Pipeline:
         else:
             text = explain.failure_text(case, label.file, result, judgement, gold, self.options.verbosity)
         return CaseOutcome(result, _with_baseline_note(text, result, self._passed_in_baseline(case, result)), judgement, gold)
+
+    def _gold_audit(self, prepared: PreparedCase, neighbours: dict[str, Any] | None) -> dict[str, Any]:
+        """The item's `gold_audit`: what the case's own database says against its gold (audited
+        once per gold and database), and whether a stress neighbour shows the gold fragile. A
+        finding never changes the verdict (judge/gold_audit.py)."""
+        case, engine, gold = prepared.case, prepared.engine, prepared.gold
+        assert engine is not None and gold is not None
+        key = (id(engine), case.written_in, tuple(case.gold), self.spider_mode(case))
+        if key not in self._gold_audits:
+            results = [None if index in gold.large else result for index, result in enumerate(gold.results)]
+            self._gold_audits[key] = gold_audit.audit_gold(case.gold, case.written_in, engine, self.options.limits, results)
+        fragile = gold_audit.fragile_finding(neighbours)
+        return gold_audit.audit_json(self._gold_audits[key] + ((fragile,) if fragile else ()))
 
     # --- Malloy predictions ------------------------------------------------------------------
 
@@ -820,6 +836,40 @@ class Pipeline:
         if beyond is not None and (beyond.failed or (beyond.is_fragile and self.options.fragile is FragilePolicy.FAIL)):
             return Verdict.MISMATCH
         return judgement.verdict
+
+    # --- reviews ------------------------------------------------------------------------------
+
+    def _reviewed(self, prepared: PreparedCase, outcome: CaseOutcome) -> CaseOutcome:
+        """A person's decision about the case applied (or found stale), or the review hook's
+        suggestion recorded (gate/reviews.py); a case a decision makes pass is classified against
+        the baseline again, and explains nothing."""
+        from pytest_nl2sql.gate.reviews import reviewed
+
+        before = outcome.result
+        result = reviewed(before, self.reviews, self.reviewer, lambda: self.database_hash(prepared.engine))
+        if result is before:
+            return outcome
+        if result.passed and not before.passed:
+            result = self._with_baseline(result.replace(baseline=None), prepared.case)
+            return dataclasses.replace(outcome, result=result, explanation=None)
+        return dataclasses.replace(outcome, result=result)
+
+    def database_hash(self, engine: Engine | None) -> str | None:
+        """The content hash of a case's database, which a review is tied to: a file's bytes (hashed
+        once per process, as the neighbour cache hashes them), a server database's local DuckDB
+        copy's data; None when there is none (a SQLAlchemy URL, a server too large to copy)."""
+        if engine is None:
+            return None
+        path = getattr(engine, "path", None)
+        try:
+            if path is not None:
+                digest = self.neighbour_cache().source_hash(Path(path))
+                return digest if digest.startswith("content:") else f"sha256:{digest}"
+            spec = _server_spec(engine)
+            copy = self._copies().copy_of(spec) if spec is not None else None
+        except OSError:
+            return None
+        return copy.digest if copy is not None and copy.path is not None else None
 
     # --- what every result shares ---------------------------------------------------------
 
