@@ -9,6 +9,7 @@ there: nothing is generated, and the items are the same.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -166,3 +167,115 @@ def test_the_neighbours_of_a_big_database_are_generated_without_a_scan(big: Path
     assert neighbours
     one = _one_count(big)
     assert steps[0] * STEP < one, f"{steps[0] * STEP:,} VM steps to generate; one count(DISTINCT name) takes {one:,}"
+
+
+# --- a cache keyed by content travels ---------------------------------------------------------
+
+WAREHOUSE_CASES = [
+    {"id": "big-sales", "question": "Sales over 50.",
+     "gold": "SELECT sale_id FROM sales WHERE amount > 50",
+     "predicted": "SELECT sale_id FROM sales WHERE amount >= 51"},
+    {"id": "north-total", "question": "Total sales of the northern stores.",
+     "gold": "SELECT sum(s.amount) FROM sales AS s JOIN stores AS t ON s.store_id = t.store_id WHERE t.region = 'north'",
+     "predicted": "SELECT sum(amount) FROM sales WHERE store_id IN (SELECT store_id FROM stores WHERE region = 'north')"},
+    {"id": "busiest-stores", "question": "The three stores with the most sales.",
+     "gold": "SELECT store_id, count(*) FROM sales GROUP BY store_id ORDER BY count(*) DESC, store_id LIMIT 3",
+     "predicted": "SELECT store_id, count(sale_id) AS n FROM sales GROUP BY store_id ORDER BY n DESC, store_id LIMIT 3"},
+]
+
+
+def _warehouse(path: Path, source: Path | None = None) -> Path:
+    """A small warehouse built with CREATE TABLE AS, as warehouses are: from scratch, or copied
+    from `source` table by table (a new file of the same content, in other bytes)."""
+    import duckdb
+
+    connection = duckdb.connect(str(path))
+    try:
+        if source is None:
+            connection.execute("CREATE TABLE stores AS SELECT i AS store_id, 'store ' || i AS store_name,"
+                               " CASE WHEN i % 2 = 0 THEN 'north' ELSE 'south' END AS region FROM range(1, 9) AS t(i)")
+            connection.execute("CREATE TABLE sales AS SELECT i AS sale_id, 1 + i % 8 AS store_id, (i * 37) % 100 AS amount,"
+                               " CAST(DATE '2024-01-01' + INTERVAL (i % 60) DAY AS DATE) AS sold_on FROM range(1, 401) AS t(i)")
+        else:
+            connection.execute(f"ATTACH '{source}' AS old (READ_ONLY)")
+            for table in ("stores", "sales"):
+                connection.execute(f"CREATE TABLE {table} AS SELECT * FROM old.{table}")
+            connection.execute("DETACH old")
+    finally:
+        connection.close()
+    return path
+
+
+def _warehouse_suite(directory: Path, source: Path | None = None) -> Path:
+    from helpers import write_suite
+
+    directory.mkdir(parents=True, exist_ok=True)
+    _warehouse(directory / "warehouse.duckdb", source)
+    return write_suite(directory, WAREHOUSE_CASES, name="warehouse.nl2sql.yaml", database="warehouse.duckdb")
+
+
+@pytest.fixture
+def generations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The keys the neighbour cache generates (a miss each) while the test runs."""
+    from pytest_nl2sql.neighbours import cache
+
+    made: list[str] = []
+    generate = cache.NeighbourCache._generate
+
+    def counted(self: Any, source: Path, golds: Any, count: int, dialect: str, kind: str, key: str, folder: Path) -> Any:
+        made.append(key)
+        return generate(self, source, golds, count, dialect, kind, key, folder)
+
+    monkeypatch.setattr(cache.NeighbourCache, "_generate", counted)
+    return made
+
+
+def _key_folders(cache_dir: Path) -> set[str]:
+    return {p.relative_to(cache_dir).as_posix() for p in cache_dir.glob("*/*") if p.is_dir()}
+
+
+def _judged(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The items as judged: all but timings and the database's hash, which ties a review to the
+    file's bytes (the rewritten file's differ, by design)."""
+    from helpers import without_timings
+
+    return [{k: v for k, v in item.items() if k != "database_hash"} for item in without_timings(report)["items"]]
+
+
+def test_a_cache_copied_with_its_suite_is_warm_elsewhere(tmp_path: Path, generations: list[str]) -> None:
+    """The suite and its DuckDB database copied to another folder, the database written anew by
+    CREATE TABLE AS (other bytes, same rows), the cache copied to a third place: the run there
+    generates nothing and judges every item as the first run did."""
+    from pytest_nl2sql import evaluate_suite
+    from pytest_nl2sql.neighbours.cache import file_digest
+
+    first_suite = _warehouse_suite(tmp_path / "here")
+    first = evaluate_suite(first_suite, cache_dir=tmp_path / "cache", rootdir=first_suite.parent)
+    assert generations and all((item.get("neighbours") or {}).get("checked") for item in first["items"]), first["items"]
+    built = _key_folders(tmp_path / "cache")
+
+    elsewhere = tmp_path / "elsewhere" / "checkout"
+    second_suite = _warehouse_suite(elsewhere, source=first_suite.parent / "warehouse.duckdb")
+    assert file_digest(elsewhere / "warehouse.duckdb") != file_digest(first_suite.parent / "warehouse.duckdb")
+    travelled = shutil.copytree(tmp_path / "cache", tmp_path / "restored" / "cache")
+    generations.clear()
+    second = evaluate_suite(second_suite, cache_dir=travelled, rootdir=elsewhere)
+    assert generations == []  # warm: every case's neighbours found in the copied cache
+    assert _key_folders(travelled) == built
+    assert _judged(second) == _judged(first)
+
+
+def test_the_content_key_follows_the_rows_not_the_bytes(tmp_path: Path) -> None:
+    """A DuckDB file rewritten with the same rows keeps its key; one changed value changes it."""
+    import duckdb
+
+    from pytest_nl2sql.neighbours.cache import duckdb_content
+
+    original = _warehouse(tmp_path / "a.duckdb")
+    same = _warehouse(tmp_path / "b.duckdb", source=original)
+    changed = _warehouse(tmp_path / "c.duckdb", source=original)
+    connection = duckdb.connect(str(changed))
+    connection.execute("UPDATE sales SET amount = amount + 1 WHERE sale_id = 400")
+    connection.close()
+    assert duckdb_content(original) == duckdb_content(same)
+    assert duckdb_content(changed) != duckdb_content(original)

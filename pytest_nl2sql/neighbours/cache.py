@@ -1,7 +1,14 @@
 """The disk cache of neighbours: one folder per key (sha256 of the source's content, the golds,
-the count and the generator's version), holding the database files and a manifest. A folder is
-built under a temporary name and renamed into place, so concurrent workers asking for the same
-key never see half a folder (the loser of the race drops its copy and uses the winner's).
+the count, the generator's version and the engine's), holding the database files and a manifest.
+A folder is built under a temporary name and renamed into place, so concurrent workers asking for
+the same key never see half a folder (the loser of the race drops its copy and uses the winner's).
+
+The key names the source by what the generator reads of it, never by its path or its times, so a
+cache copied to another folder, checkout or machine is found there (`source_key`): a SQLite file
+by its bytes (a copy of the file is the same bytes); a DuckDB file, whose bytes differ each time
+DuckDB writes the same data, by its content (`duckdb_content`); a server database's DuckDB copy by
+its rows (`know_content`). The same key seeds the generator's random draws, so a cache miss on
+another machine generates the very neighbours the cache would have held.
 
 Generation is bounded in time (`time_limit`: `--nl2sql-timeout`, see `budget`): a generation cut
 short gives no neighbours and leaves nothing in the cache; `cut_short` says why, for the case's
@@ -16,6 +23,7 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import stat
 import tempfile
 from collections.abc import Sequence
@@ -26,9 +34,9 @@ from typing import Any
 from pytest_nl2sql.neighbours import budget
 from pytest_nl2sql.neighbours.build import build_neighbours
 from pytest_nl2sql.neighbours.generate import Repairer, create_database
-from pytest_nl2sql.neighbours.interrupts import ctrl_c_stops
+from pytest_nl2sql.neighbours.interrupts import ctrl_c_stops, raise_if_interrupt
 from pytest_nl2sql.neighbours.invariants import Invariant, learn
-from pytest_nl2sql.neighbours.schema import duckdb_version
+from pytest_nl2sql.neighbours.schema import SchemaUnsupported, duckdb_version, quote
 
 MANIFEST = "manifest.json"
 # Phases of `build` whose work is the source's alone, the same for every gold: a cut there holds
@@ -51,6 +59,11 @@ class Neighbour:
         return self.breaks is None
 
 
+CONTENT_ROWS = 50_000  # a DuckDB table of at most this many rowids is keyed by every row; a bigger one by a sample
+CONTENT_RUNS = 16  # rowid runs of a big DuckDB table's sample in its key, spread evenly over its rowids
+CONTENT_RUN_ROWS = 256  # rows per run
+
+
 def file_digest(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -59,10 +72,50 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def duckdb_content(path: Path) -> str:
+    """The content of a DuckDB file, as the generator reads it: its schema (tables in order, their
+    columns, types and constraints, its views and unique indexes) and its rows in rowid order (the
+    order the generator samples in), each row with its rowid: every row of a table of at most
+    `CONTENT_ROWS` rowids; of a bigger one, its row count, rowid range and `CONTENT_RUNS` runs of
+    `CONTENT_RUN_ROWS` rows spread evenly over it (a change elsewhere in a big table keeps the key)."""
+    from pytest_nl2sql.neighbours.schema import DuckdbSource
+
+    digest = hashlib.sha256()
+    reader = DuckdbSource(Path(path))
+    try:
+        schema = reader.schema()
+        digest.update(repr(schema).encode())
+        for table in schema.tables:
+            budget.check()
+            name = quote(table.name)
+            rows, low, high = reader.connection.execute(f"SELECT count(*), min(rowid), max(rowid) FROM {name}").fetchone()
+            digest.update(repr((table.name, rows, low, high)).encode())
+            if not rows:
+                continue
+            if high - low < CONTENT_ROWS:
+                cursor = reader.connection.execute(f"SELECT rowid, * FROM {name} ORDER BY rowid")
+            else:
+                step = (high - low + 1) / CONTENT_RUNS
+                starts = [low + int(step * k) for k in range(CONTENT_RUNS)] + [high + 1]
+                cursor = reader.connection.execute(" UNION ALL ".join(
+                    f"SELECT * FROM (SELECT rowid, * FROM {name} WHERE rowid >= {start} AND rowid < {end}"
+                    f" ORDER BY rowid LIMIT {CONTENT_RUN_ROWS})" for start, end in zip(starts, starts[1:]) if end > start)
+                    + " ORDER BY 1")
+            while True:
+                batch = cursor.fetchmany(10_000)
+                if not batch:
+                    break
+                for row in batch:
+                    digest.update(repr(row).encode())
+    finally:
+        reader.close()
+    return "content:" + digest.hexdigest()
+
+
 class NeighbourCache:
-    """Neighbours cached under `cache_dir`; remembers the content hash of each source file (by
-    device, inode, size and mtime: the file itself, however it is named) so a big file is hashed
-    once per process."""
+    """Neighbours cached under `cache_dir`; remembers the content hash of each source file in this
+    process (by device, inode, size and mtime: the file itself, however it is named) so a big file
+    is hashed once per process. Nothing of the path or the times is in a key."""
 
     def __init__(self, cache_dir: Path, version: str, *, seed: str | None = None, time_limit: float | None = None) -> None:
         self.cache_dir = Path(cache_dir)
@@ -71,6 +124,7 @@ class NeighbourCache:
         self.version = version
         self.seed = version if seed is None else seed  # salts the random draws (not the cache key)
         self._source_hashes: dict[tuple[int, int, int, int], str] = {}
+        self._source_contents: dict[tuple[int, int, int, int], str] = {}  # DuckDB files: `duckdb_content`
         self._learned: dict[str, tuple[Invariant, ...]] = {}  # source hash -> its structural invariants
         self.generated = 0  # how many keys this object built itself (a cache miss each)
 
@@ -87,13 +141,34 @@ class NeighbourCache:
         the same data (a DuckDB copy of a server database) then gives the same neighbours."""
         info = os.stat(source)
         self._source_hashes[(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)] = digest
+        self._source_contents[(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)] = digest
+
+    def source_key(self, source: Path, kind: str) -> str:
+        """What names `source` in the cache's keys and the generator's seed: its content as told
+        by `know_content`; else a DuckDB file's content (`duckdb_content`: the same rows written
+        again, here or on another machine, give the same key), a SQLite file's bytes."""
+        if kind != "duckdb":
+            return self.source_hash(source)
+        info = os.stat(source)
+        memo = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        known = self._source_contents.get(memo)
+        if known is None:
+            import duckdb
+
+            try:
+                known = duckdb_content(Path(source))
+            except (duckdb.Error, SchemaUnsupported, UnicodeError) as error:  # no DuckDB file, or a damaged one: generation says so
+                raise_if_interrupt(error)  # a Ctrl-C inside DuckDB stops the run
+                known = self.source_hash(source)
+            self._source_contents[memo] = known
+        return known
 
     def key(self, source: Path, golds: Sequence[str], count: int, dialect: str, kind: str) -> str:
-        # DuckDB files are keyed by the DuckDB that writes them too: the cache may be shared by
-        # projects of several DuckDB versions, and an older one cannot read a newer one's files
-        # (16 KB blocks need 1.2: `schema.DuckdbHost`)
-        writer = [".".join(map(str, duckdb_version()))] if kind == "duckdb" else []
-        material = json.dumps([self.version, kind, dialect, self.source_hash(source), list(golds), count, *writer])
+        # keyed by the engine that writes and judges the neighbours too: the cache may be shared by
+        # projects of several versions, an older DuckDB cannot read a newer one's files (16 KB
+        # blocks need 1.2: `schema.DuckdbHost`), and the mutants that choose the neighbours run there
+        engine = ".".join(map(str, duckdb_version())) if kind == "duckdb" else sqlite3.sqlite_version
+        material = json.dumps([self.version, kind, dialect, self.source_key(source, kind), list(golds), count, engine])
         return hashlib.sha256(material.encode()).hexdigest()
 
     def cut_short(self, source: Path, golds: Sequence[str], count: int, *, dialect: str = "sqlite",
@@ -102,7 +177,7 @@ class NeighbourCache:
         source = Path(source)
         if count <= 0 or not source.is_file():
             return None
-        return self._cut.get(self.source_hash(source)) or self._cut.get(self.key(source, golds, count, dialect, kind))
+        return self._cut.get(self.source_key(source, kind)) or self._cut.get(self.key(source, golds, count, dialect, kind))
 
     @ctrl_c_stops()  # DuckDB runs in this thread: a Ctrl-C in it stops the run, never fails the case
     def neighbours_for(self, source: Path, golds: Sequence[str], count: int, *, dialect: str = "sqlite",
@@ -115,13 +190,13 @@ class NeighbourCache:
         found = self._read(folder)
         if found is not None:
             return found
-        if key in self._cut or self.source_hash(source) in self._cut:
+        if key in self._cut or self.source_key(source, kind) in self._cut:
             return ()
         try:
             with budget.deadline(self.time_limit):
                 return self._generate(source, golds, count, dialect, kind, key, folder)
         except budget.CutShort as cut:
-            self._cut[self.source_hash(source) if cut.phase in SOURCE_PHASES else key] = (
+            self._cut[self.source_key(source, kind) if cut.phase in SOURCE_PHASES else key] = (
                 f"cut short: generating them took longer than the time limit ({cut.seconds:g} s, --nl2sql-timeout)"
                 f" while {cut.phase}")
             return ()
@@ -129,8 +204,8 @@ class NeighbourCache:
     def _generate(self, source: Path, golds: Sequence[str], count: int, dialect: str, kind: str, key: str,
                   folder: Path) -> tuple[Neighbour, ...]:
         # the seed leaves out `count`: asking for more neighbours considers the same candidates
-        seed = json.dumps([self.seed, kind, dialect, self.source_hash(source), list(golds)]).encode()
-        source_hash = self.source_hash(source)
+        source_hash = self.source_key(source, kind)
+        seed = json.dumps([self.seed, kind, dialect, source_hash, list(golds)]).encode()
 
         def learned(reader: Any, schema: Any) -> tuple[Invariant, ...]:
             if source_hash not in self._learned:
