@@ -48,6 +48,11 @@ walks the disputed cases of a run and writes a person's decisions to the reviews
 lists the golds to suspect in one suite's reports from several models: the cases whose failing
 predictions agree with one another against the gold, and the reports' own gold audits (see
 pytest_nl2sql/gate/audit_gold.py). Exit code 0; 2 for a malformed report or one of another suite.
+
+    nl2sql neighbours build SUITE... [--cache-dir DIR] [--nl2sql-neighbours N] [--nl2sql-timeout S]
+
+generates the neighbour databases of suites ahead of a run, into the cache the run reads (see
+pytest_nl2sql/neighbours/commands.py).
 """
 
 from __future__ import annotations
@@ -71,6 +76,8 @@ from pytest_nl2sql.gate.thresholds import parse_fail_unders
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.malloy.commands import COMMANDS as MALLOY_COMMANDS
 from pytest_nl2sql.malloy.commands import add_malloy_commands, run_malloy_command
+from pytest_nl2sql.neighbours.commands import COMMAND as NEIGHBOURS_COMMAND
+from pytest_nl2sql.neighbours.commands import add_neighbours_command, run_neighbours_command
 from pytest_nl2sql.plugin.settings import parse_report
 from pytest_nl2sql.plugin.terminal import summary_lines
 from pytest_nl2sql.review_cli import COMMAND as REVIEW_COMMAND
@@ -376,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_malloy_commands(commands)
     add_review_command(commands)
     add_audit_gold_command(commands)
+    add_neighbours_command(commands)
     return parser
 
 
@@ -395,6 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_review_command(args)
     if args.command == AUDIT_GOLD_COMMAND:
         return run_audit_gold_command(args)
+    if args.command == NEIGHBOURS_COMMAND:
+        return run_neighbours_command(args)
     try:
         print(readonly_role(args.url, args.role))
     except ValueError as e:

@@ -279,3 +279,35 @@ def test_the_content_key_follows_the_rows_not_the_bytes(tmp_path: Path) -> None:
     connection.close()
     assert duckdb_content(original) == duckdb_content(same)
     assert duckdb_content(changed) != duckdb_content(original)
+
+
+def test_nl2sql_neighbours_build_fills_the_cache_a_run_reads(tmp_path: Path, generations: list[str],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """`nl2sql neighbours build FOLDER --cache-dir DIR` generates the neighbours of every case file
+    found there; a run on that cache then generates none."""
+    from pytest_nl2sql import cli, evaluate_suite
+
+    suite = _warehouse_suite(tmp_path / "suites")
+    assert cli.main(["neighbours", "build", str(suite.parent), "--cache-dir", str(tmp_path / "cache")]) == 0
+    said = capsys.readouterr().out
+    assert "warehouse.nl2sql.yaml: 3 cases, neighbours for 3" in said, said
+    assert len(generations) == 3
+    generations.clear()
+    report = evaluate_suite(suite, cache_dir=tmp_path / "cache", rootdir=suite.parent)
+    assert generations == []
+    assert all((item.get("neighbours") or {}).get("checked") for item in report["items"])
+    # again: nothing left to build
+    assert cli.main(["neighbours", "build", str(suite), "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert "3 cases, neighbours for 3 (0 generated, 3 found in the cache)" in capsys.readouterr().out
+    assert generations == []
+
+
+def test_nl2sql_neighbours_build_refuses_what_is_no_case_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_nl2sql import cli
+
+    assert cli.main(["neighbours", "build", str(tmp_path / "missing.nl2sql.yaml"), "--cache-dir", str(tmp_path / "c")]) == 2
+    assert "no case file" in capsys.readouterr().err
+    (tmp_path / "broken.nl2sql.yaml").write_text("cases: [unclosed\n")
+    assert cli.main(["neighbours", "build", str(tmp_path / "broken.nl2sql.yaml"), "--cache-dir", str(tmp_path / "c")]) == 2
+    assert "broken.nl2sql.yaml" in capsys.readouterr().err
+    assert cli.main(["neighbours", "build", str(tmp_path), "--nl2sql-neighbours", "17"]) == 2
