@@ -369,10 +369,12 @@ def test_neighbour_generation_stops_at_its_time_limit_and_says_why(chain: Path, 
     assert time.monotonic() - started < 30
 
 
-def test_a_case_on_a_huge_schema_gets_its_verdict_and_a_note_within_the_timeout(chain: Path, pytester: pytest.Pytester) -> None:
+def test_a_case_on_a_huge_schema_gets_its_verdict_and_a_note_within_the_timeout(chain: Path, pytester: pytest.Pytester,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
     import time
 
+    monkeypatch.setattr("pytest_nl2sql.judge.pipeline.GENERATION_FLOOR_S", 0.0)  # the 3 s limit itself, not the floor
     shutil.copy(chain, pytester.path / "chain.sqlite")
     write_suite(pytester.path, [{"id": "big", "gold": f"SELECT name FROM t{CHAIN_TABLES - 1} WHERE v > 3",
                                  "predicted": f"SELECT name FROM t{CHAIN_TABLES - 1} WHERE v >= 4"}], database="chain.sqlite")
@@ -384,3 +386,18 @@ def test_a_case_on_a_huge_schema_gets_its_verdict_and_a_note_within_the_timeout(
     assert item["verdict"] == "pass" and "cut short" in item["extra"]["neighbours_off"], item
     result.stdout.fnmatch_lines(["*cut short*"])
     assert elapsed < 10 * 3, elapsed
+
+
+def test_a_generation_may_take_at_least_the_floor_whatever_the_query_limit(tmp_path: Path) -> None:
+    """A half-second query limit does not make neighbours depend on the machine's load."""
+    from pytest_nl2sql.engines.base import Limits
+    from pytest_nl2sql.judge.pipeline import GENERATION_FLOOR_S, Pipeline, RunOptions
+
+    short = Pipeline(RunOptions(limits=Limits(timeout=0.5), cache_dir=tmp_path))
+    long = Pipeline(RunOptions(limits=Limits(timeout=60.0), cache_dir=tmp_path))
+    try:
+        assert short.neighbour_cache().time_limit == GENERATION_FLOOR_S == 10.0
+        assert long.neighbour_cache().time_limit == 60.0
+    finally:
+        short.close()
+        long.close()

@@ -580,7 +580,8 @@ class Pipeline:
             from pytest_nl2sql.neighbours import NeighbourCache
 
             # generation is bounded by the query time limit (per case: schema, invariants, candidates)
-            self._neighbour_cache = NeighbourCache(self.options.cache_dir or default_cache_dir(), time_limit=self.options.limits.timeout)
+            self._neighbour_cache = NeighbourCache(self.options.cache_dir or default_cache_dir(),
+                                                  time_limit=max(self.options.limits.timeout, GENERATION_FLOOR_S))
         return self._neighbour_cache
 
     def _folder(self, case: Case) -> DatabaseFolder | None:
@@ -1020,6 +1021,12 @@ def _server_spec(engine: Engine) -> Any:
     kind = getattr(spec, "kind", None)
     return spec if kind in (EngineKind.POSTGRES, EngineKind.MYSQL) and getattr(spec, "url", None) else None
 
+
+# A case's neighbour generation may take `--nl2sql-timeout` (a bound on one query), but never less
+# than this: a generation runs hundreds of queries, and one bounded by a half-second query limit
+# would be cut short or not by the machine's load, so the same run would check a prediction on
+# neighbours one time and not the next.
+GENERATION_FLOOR_S = 10.0
 
 def default_cache_dir() -> Path:
     """Where neighbours are kept when the run names no folder: `$NL2SQL_CACHE_DIR`, else the user's
