@@ -16,6 +16,7 @@ from pytest_nl2sql.cases.predictions import load_predictions
 from pytest_nl2sql.engines import DatabaseMissing, probe
 from pytest_nl2sql.engines.base import Limits
 from pytest_nl2sql.gate.baseline import load_baseline
+from pytest_nl2sql.gate.reviews import load_reviews
 from pytest_nl2sql.gate.thresholds import MAX_COST, MAX_LATENCY_P95, Threshold, parse_budget, parse_fail_unders
 from pytest_nl2sql.judge.pipeline import DEFAULT_NEIGHBOURS, Pipeline, RunOptions
 from pytest_nl2sql.judge.predict import DEFAULT_RETRIES, DEFAULT_RETRY_WAIT, NO_PREDICTOR, RetryPolicy
@@ -69,6 +70,7 @@ OPTIONS = (
     Option("--nl2sql-retries", f"ask the predictor hook again up to N times after a transient error (a timeout, a dropped connection, HTTP 429 or 5xx; default {DEFAULT_RETRIES})", default=str(DEFAULT_RETRIES), metavar="N"),
     Option("--nl2sql-retry-wait", f"seconds before the first retry, doubled before each next one (default {DEFAULT_RETRY_WAIT:g})", default=f"{DEFAULT_RETRY_WAIT:g}", metavar="SECONDS"),
     Option("--nl2sql-repeat", f"ask the predictor K times per case: the first answer decides the verdict, all K give pass@k and consistency (default 1, at most {MAX_REPEAT})", default="1", metavar="K"),
+    Option("--nl2sql-reviews", "decisions about disputed cases (a YAML file `nl2sql review` writes): gold-wrong and both-right make a case pass while its gold, prediction and database are those decided on", metavar="PATH"),
 )
 
 
@@ -106,6 +108,7 @@ class Settings:
     retries: int = DEFAULT_RETRIES
     retry_wait: float = DEFAULT_RETRY_WAIT
     repeat: int = 1
+    reviews: Path | None = None  # --nl2sql-reviews
 
     @property
     def spider_compat(self) -> bool:
@@ -210,6 +213,7 @@ def read_settings(config: Any) -> Settings:
         retries=retries,
         retry_wait=retry_wait,
         repeat=repeat,
+        reviews=path("nl2sql_reviews"),
     )
 
 
@@ -250,12 +254,14 @@ def neighbour_cache_dir(config: Any) -> Path | None:
 def make_pipeline(settings: Settings, config: Any) -> Pipeline:
     """The run's pipeline: options, the predictor hook, and the predictions and baseline files,
     read now (a bad one is a usage error, not 1000 failing cases)."""
-    predictions = baseline = None
+    predictions = baseline = reviews = None
     try:
         if settings.predictions is not None:
             predictions = load_predictions(settings.predictions)
         if settings.baseline is not None and not settings.update_baseline:
             baseline = load_baseline(settings.baseline)
+        if settings.reviews is not None:
+            reviews = load_reviews(settings.reviews)  # a malformed file: a usage error naming its line
     except (OSError, ValueError) as e:
         raise SettingsError(f"nl2sql: {e}") from None
     options = RunOptions(
@@ -270,4 +276,9 @@ def make_pipeline(settings: Settings, config: Any) -> Pipeline:
     def hook(request: Any) -> Any:  # conftest files load during collection: look for a model when asked
         return caller(case=request) if caller.get_hookimpls() else NO_PREDICTOR
 
-    return Pipeline(options, hook=hook, predictions=predictions, baseline=baseline)
+    reviewer = config.hook.pytest_nl2sql_review
+
+    def review(case: Any, evidence: Any) -> Any:  # a judge (an LLM, say) suggesting a decision for a disputed case
+        return reviewer(case=case, evidence=evidence) if reviewer.get_hookimpls() else None
+
+    return Pipeline(options, hook=hook, predictions=predictions, baseline=baseline, reviews=reviews, reviewer=review)
