@@ -84,12 +84,18 @@ class TestDistinct:
 
     @pytest.mark.spider
     def test_remove_distinct_agrees_with_sqlparse_on_spider_dev(self, spider_dir):
-        sqlparse = pytest.importorskip("sqlparse")
+        """As the official evaluator: sqlparse's first statement, its tokens without "distinct".
+        sqlparse's lexer and statement splitter make those tokens; its grouping (two thirds of
+        `sqlparse.parse`'s time) only nests them, so the first statement is taken ungrouped."""
+        pytest.importorskip("sqlparse")
+        from sqlparse.engine import FilterStack
+
         texts = [line.split("\t")[0].strip() for line in (spider_dir / "dev_gold.sql").read_text().splitlines() if line]
         for path in sorted((spider_dir / "predictions").glob("*.sql")):
             texts += [line.strip() for line in path.read_text().splitlines() if line.strip()]
         for sql in dict.fromkeys(texts):  # each distinct text once (a third of them repeat another)
-            official = "".join(t.value for t in sqlparse.parse(sql)[0].flatten() if t.value.lower() != "distinct")
+            first = next(FilterStack().run(sql))  # = sqlparse.parse(sql)[0], but for the grouping
+            official = "".join(t.value for t in first.flatten() if t.value.lower() != "distinct")
             assert remove_distinct(sql).rstrip() == official.rstrip(), sql
 
 
