@@ -1,13 +1,15 @@
 """End to end through pytest: collection, verdicts, failure text, summary and JSON report.
 
-xdist equivalence is checked once (the JSON report identical with and without `-n 2`), not by
-running every test three times.
+xdist equivalence is checked once (the JSON, csv and xlsx reports identical with and without
+`-n 2`), not by running every test three times.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 
+import openpyxl
 import pytest
 
 from helpers import make_shop, read_report, write_jsonl, write_suite
@@ -187,9 +189,11 @@ def test_db_id_layout_and_db_dir_option(pytester: pytest.Pytester) -> None:
 
 # The xdist run below also holds the cases whose xdist equivalence other files leave to it (one
 # pair of runs instead of one per feature): result files, soft scores and near misses (those of
-# test_result_files.py), and neighbour verdicts, a counterexample and a fragile pass (the accidental
-# passes of test_neighbours_judging.py, and three cases checked on the same neighbours); and it
-# shows `--tb=line` under xdist (test_plugin_ux.py tests the traceback styles without it).
+# test_result_files.py), neighbour verdicts, a counterexample and a fragile pass (the accidental
+# passes of test_neighbours_judging.py, and three cases checked on the same neighbours), and
+# term-selection cases, whose csv and xlsx reports must not depend on xdist either (those of
+# test_plugin_reports.py); and it shows `--tb=line` under xdist (test_plugin_ux.py tests the
+# traceback styles without it).
 OFFICE = "SELECT name, price FROM item WHERE category = 'office'"
 RESULT_FILE_CASES = [
     {"id": "wide", "gold": OFFICE, "predicted_result": "results/wide.csv"},
@@ -207,16 +211,32 @@ NEIGHBOUR_CASES = [
       "predicted": "SELECT count(id) FROM item WHERE price > 1"} for n in range(3)]
 
 
+def _terms(*ids: str) -> list[dict[str, object]]:
+    values = [{"id": i, "name": f"indicator {i}"} for i in ids]
+    return [{"dataset_id": "IMF.RES:WEO", "dimensions": [{"dimension_name": "INDICATOR", "values": values}]}]
+
+
+# spec 002's worked example (precision 2/3, recall 1) and a term-selection case that passes
+TERM_CASES = [
+    {"id": "gdp", "predicted": _terms("GDP", "GDPPC", "GDP_CONST"),
+     "conversation": [{"role": "user", "content": "Show GDP and GDP per capita", "target": {"indicator_selection": _terms("GDP", "GDPPC")}}]},
+    {"id": "population", "predicted": _terms("LP"),
+     "conversation": [{"role": "user", "content": "Population of Mexico", "target": {"indicator_selection": _terms("LP")}}]},
+]
+
+
 def test_json_report_identical_with_and_without_xdist(shop: pytest.Pytester) -> None:
     write_suite(shop.path, CASES * 1, database="shop.sqlite")
     (shop.path / "results").mkdir()
     (shop.path / "results" / "wide.csv").write_text("name,price,category\npen,1.5,office\nink,3,office\npad,2,office\n")
     write_suite(shop.path, RESULT_FILE_CASES, name="results.nl2sql.yaml", database="shop.sqlite")
     write_suite(shop.path, NEIGHBOUR_CASES, name="neighbours.nl2sql.yaml", database="shop.sqlite")
-    reports = []
+    write_suite(shop.path, TERM_CASES, name="imf.nl2sql.yaml")
+    reports, tables = [], []
     for args in ([], ["-n", "2"]):
         # a deselected case, too; and --tb=line, whose one line per failure must come from the workers
-        result = shop.runpytest(*args, "-k", "not count-2", "--tb=line", "--nl2sql-report=json:r.json")
+        result = shop.runpytest(*args, "-k", "not count-2", "--tb=line", "--nl2sql-report=json:r.json",
+                                "--nl2sql-report=csv:r.csv", "--nl2sql-report=xlsx:r.xlsx")
         result.stdout.fnmatch_lines(["*shop.nl2sql.yaml:*: nl2sql case cheap * mismatch (row count)"])
         data = read_report(shop.path / "r.json")
         for item in data["items"]:
@@ -224,9 +244,20 @@ def test_json_report_identical_with_and_without_xdist(shop: pytest.Pytester) -> 
         data["summary"].pop("latency"), data["summary"].pop("execution_time")
         data.pop("run")  # when and how long: differs between any two runs
         reports.append(data)
+        # the csv (every item's fields) and the xlsx cells, but for when the run started
+        with open(shop.path / "r.csv", newline="") as handle:
+            rows = [{k: v for k, v in row.items() if k != "run_started"} for row in csv.DictReader(handle)]
+        cells = [[[c.value for c in row] for ws in openpyxl.load_workbook(shop.path / "r.xlsx") for row in ws.iter_rows()
+                  if row[0].value != "started"]]
+        tables.append((rows, cells))
     assert reports[0] == reports[1]
+    assert tables[0] == tables[1]
     items = {(i["file"], i["id"]): i for i in reports[0]["items"]}
-    assert len(items) == len(CASES) + len(RESULT_FILE_CASES) + len(NEIGHBOUR_CASES) - 1
+    assert len(items) == len(CASES) + len(RESULT_FILE_CASES) + len(NEIGHBOUR_CASES) + len(TERM_CASES) - 1
+    assert len(tables[0][0]) == len(items) and tables[0][1]  # the csv has every item; the workbook its sheets
+    # both term-selection cases ran: spec 002's worked example (precision 2/3) and a full match
+    assert [i["kind"] for i in reports[0]["items"]].count("term_selection") == 2
+    assert reports[0]["summary"]["term_selection"]["macro_precision"] == pytest.approx(5 / 6)
     assert ("neighbours.nl2sql.yaml", "count-2") not in items and ("neighbours.nl2sql.yaml", "count-1") in items
     # what the new fields hold, so that their equality above means something
     assert items["results.nl2sql.yaml", "order"]["near_miss"] == "order_only"

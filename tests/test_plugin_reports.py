@@ -2,8 +2,9 @@
 
 One mixed run (SQL cases with every kind of outcome, and the term-selection worked example of
 spec `002`) writes every format; each is read back and checked against the JSON report and the
-numbers the spec gives (P 0.67 / R 1.0 for the worked example). Plain, `-n 0` and `-n 2`: the
-reports must be the same, row for row, whatever the distribution.
+numbers the spec gives (P 0.67 / R 1.0 for the worked example). That the csv and xlsx reports
+are the same, row for row, with and without `-n 2` is checked by test_plugin_core.py's one pair of
+xdist runs (term-selection cases included), not by a pair of runs here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import openpyxl
 import pytest
 import yaml
 
-from helpers import make_shop, read_report, without_timings, write_suite
+from helpers import make_shop, read_report, write_suite
 from pytest_nl2sql.metrics.summary import accuracy_name
 
 SQL_CASES = [
@@ -205,24 +206,6 @@ def _last_column(header: list[str]) -> str:
     from openpyxl.utils import get_column_letter
 
     return get_column_letter(len(header))
-
-
-def test_reports_do_not_depend_on_xdist(mixed: pytest.Pytester) -> None:
-    """The csv (every item's fields) and the xlsx cells are identical with and without `-n 2`,
-    but for when each run started (two runs may straddle a second); so is the JSON report but for
-    its timings: the xdist equivalence of term-selection cases, checked once, here."""
-    def run(*args: str) -> tuple[list[dict[str, str]], list[list[Any]], dict[str, Any]]:
-        mixed.runpytest(*args, "--nl2sql-report=csv:r.csv", "--nl2sql-report=xlsx:r.xlsx", "--nl2sql-report=json:r.json")
-        wb = openpyxl.load_workbook(mixed.path / "r.xlsx")
-        cells = [[c.value for c in row] for ws in wb for row in ws.iter_rows() if row[0].value != "started"]
-        with open(mixed.path / "r.csv", newline="") as handle:
-            rows = [{k: v for k, v in row.items() if k != "run_started"} for row in csv.DictReader(handle)]
-        return rows, cells, without_timings(read_report(mixed.path / "r.json"))
-
-    plain = run()
-    assert plain == run("-n", "2")
-    assert [i["kind"] for i in plain[2]["items"]].count("term_selection") == 2  # both term-selection cases ran
-    assert plain[2]["summary"]["term_selection"]["macro_precision"] == pytest.approx(5 / 6)
 
 
 def test_default_report_paths_are_relative_to_the_invocation_dir(mixed: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
