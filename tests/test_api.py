@@ -85,9 +85,9 @@ def test_fifty_correct_fifty_broken_on_real_spider_queries(spider_dir: Path) -> 
     usable = []
     for sql, db_id in lines:
         path = spider_dir / "database" / db_id / f"{db_id}.sqlite"
-        if path.exists() and eval_exec_match(path, sql, sql).match:
-            rows = eval_exec_match(path, sql, sql).gold_results
-            if rows:  # a broken variant of a query with an empty result would still "match"
+        if path.exists():
+            itself = eval_exec_match(path, sql, sql)  # once a gold: it is run on its database for the rows
+            if itself.match and itself.gold_results:  # a broken variant of a query with an empty result would still "match"
                 usable.append((path, sql))
     chosen = random.Random(2024).sample(usable, 100)
     correct = evaluate_predictions([(p, sql, sql) for p, sql in chosen[:50]])
