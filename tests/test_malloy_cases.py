@@ -52,7 +52,7 @@ def suite_dir(pytester: pytest.Pytester, compiler_home: Path, monkeypatch: pytes
 
 
 def _items(pytester: pytest.Pytester, *args: str) -> dict[str, dict]:
-    pytester.runpytest_subprocess("--nl2sql-report=json:r.json", "-p", "no:randomly", *args)
+    pytester.runpytest("--nl2sql-report=json:r.json", "-p", "no:randomly", *args)
     return {item["id"]: item for item in read_report(pytester.path / "r.json")["items"]}
 
 
