@@ -120,12 +120,12 @@ def test_a_cut_tag_table_shows_the_worst_tags_first(shop: pytest.Pytester) -> No
 
 
 def test_help_shows_percent_signs_as_written(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("--help")
+    result = pytester.runpytest("--help")
     assert "80%%" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*nl2sql_fail_under (linelist):*", "*fail when accuracy is below RATE*0.8, 80%,*"])
 
 
 def test_help_works_before_the_baseline_the_ini_names_is_written(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nnl2sql_baseline = not-written-yet.json\n")
-    assert pytester.runpytest_subprocess("--help").ret == pytest.ExitCode.OK
-    assert pytester.runpytest_subprocess().ret == pytest.ExitCode.USAGE_ERROR  # a run still needs it
+    assert pytester.runpytest("--help").ret == pytest.ExitCode.OK
+    assert pytester.runpytest().ret == pytest.ExitCode.USAGE_ERROR  # a run still needs it
