@@ -310,13 +310,15 @@ def _init_command(args: argparse.Namespace) -> int:
 
     folder = Path(args.dir)
     try:
-        written = init_repo(folder, args.database, version=getattr(pytest_nl2sql, "__version__", None))
+        scaffold = init_repo(folder, args.database, version=getattr(pytest_nl2sql, "__version__", None))
     except InitError as error:
         print(f"nl2sql init: {error}", file=sys.stderr)
         return 2
-    for entry in written:
+    for entry in scaffold.files:
         shown = entry.path.relative_to(folder) if entry.path.is_relative_to(folder) else entry.path
         print(f"{'wrote' if entry.written else 'kept (exists)'}  {shown}")
+    for note in scaffold.notes:
+        print(note)
     print(f"next: cd {folder} && python -m pytest" if args.dir != "." else "next: python -m pytest")
     return 0
 

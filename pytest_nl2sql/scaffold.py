@@ -7,7 +7,8 @@ the data holds), so that a team edits questions rather than starting from nothin
 a tiny example database written beside the suite. Each case stores its gold SQL as its prediction
 too, so the first run passes; the hook replaces those stand-ins with the model's answers.
 
-An existing file is never overwritten: it is kept and reported as kept.
+An existing file is never overwritten: it is kept and reported as kept. What would pass here and
+break in CI (a database file outside the repo, a server on this machine) is said in a note.
 """
 
 from __future__ import annotations
@@ -42,13 +43,21 @@ class Written:
 
 
 @dataclass(frozen=True)
+class Scaffold:
+    """What `init` did: each file written or kept, and notes on what a CI job would lack."""
+
+    files: tuple[Written, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Case:
     id: str
     question: str
     gold: str
 
 
-def init_repo(folder: Path, database: str | None = None, *, version: str | None = None) -> list[Written]:
+def init_repo(folder: Path, database: str | None = None, *, version: str | None = None) -> Scaffold:
     """Write the scaffold into `folder` (created when missing); never overwrite a file."""
     folder.mkdir(parents=True, exist_ok=True)
     suites = folder / "suites"
@@ -73,14 +82,37 @@ def init_repo(folder: Path, database: str | None = None, *, version: str | None 
         database_key = _database_key(spec, database, suites)
     cases = cases_from_database(spec)
     files = {
-        suites / f"{suite_name}.nl2sql.yaml": suite_yaml(cases, database_key, spec, from_example=database is None),
+        suites / f"{suite_name}.nl2sql.yaml": suite_yaml(cases, database_key, from_example=database is None),
         folder / "conftest.py": CONFTEST,
         folder / "pytest.ini": PYTEST_INI,
         folder / WORKFLOW_PATH: workflow_yaml(version),
     }
     for path, text in files.items():
         out.append(_write_new(path, text))
-    return out
+    return Scaffold(tuple(out), ci_notes(folder, spec, database_key) if database is not None else ())
+
+
+LOOPBACK_HOSTS = ("localhost", "::1", "")
+
+
+def ci_notes(folder: Path, spec: DatabaseSpec, database_key: str) -> tuple[str, ...]:
+    """What passes here but breaks in CI, where the job checks out the repo alone: a database file
+    outside the repo, a server on this machine. Said once, with the way out."""
+    suite = f"suites/{_suite_name(spec)}.nl2sql.yaml"
+    if spec.path is not None:
+        if spec.path.resolve().is_relative_to(folder.resolve()):
+            return ()
+        in_repo = f"duckdb:///{spec.path.name}" if spec.kind is EngineKind.DUCKDB else spec.path.name
+        return (f"note: {suite} names the database {database_key}, which lies outside the repo ({folder}): "
+                f"a CI job checks out the repo alone and will not find it. To commit it, copy it into the repo "
+                f"(cp {spec.path} {folder / 'suites'}/) and set `database: {in_repo}` in the suite; a database "
+                "too big to commit: see the docs' CI page (Databases in CI).",)
+    host = (spec.server.host if spec.server is not None else None) or ""
+    if spec.server is not None and (host in LOOPBACK_HOSTS or host.startswith("127.")):
+        return (f"note: {suite} names a server on this machine ({host or 'local socket'}), which a CI job "
+                "does not have: give the job a server it reaches with --nl2sql-dsn (its URL in a secret), "
+                "or start one in the job; see the docs' CI page (Databases in CI).",)
+    return ()
 
 
 def _write_new(path: Path, text: str) -> Written:
@@ -204,7 +236,7 @@ def _write_cases(tables: Sequence[Any], dialect: str, first_row: Callable[[str],
             on = " AND ".join(f"c.{q(a)} = p.{q(b)}" for a, b in zip(key.columns, refs))
             cases.append(Case(
                 f"{_slug(child.name)}-per-{_slug(parent.name)}",
-                f"For each {parent.name}, how many {child.name} rows refer to it?",
+                f"For each row of {parent.name}, how many rows of {child.name} refer to it?",
                 f"SELECT {columns}, count(*) FROM {q(child.name)} AS c JOIN {q(parent.name)} AS p ON {on} "
                 f"GROUP BY {columns}"))
             if len(cases) >= 8:
@@ -243,7 +275,7 @@ def _filter_case(table: Any, q: Callable[[str], str], first_row: Callable[[str],
         if row is not None and isinstance(row[0], str) and row[1] >= 2 and 0 < len(row[0]) <= 60 and row[0].isprintable():
             literal = "'" + row[0].replace("'", "''") + "'"
             return Case(f"{_slug(table.name)}-by-{_slug(column.name)}",
-                        f"How many {table.name} rows have {column.name} {row[0]}?",
+                        f"How many rows of {table.name} have {column.name} {literal}?",
                         f"SELECT count(*) FROM {t} WHERE {name} = {literal}")
     for column in table.columns:
         name = q(column.name)
@@ -254,7 +286,7 @@ def _filter_case(table: Any, q: Callable[[str], str], first_row: Callable[[str],
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) < 1e15:
             bound = int(value) if column.type.kind is Kind.INTEGER else round(value, 2)
             return Case(f"{_slug(table.name)}-{_slug(column.name)}-above",
-                        f"How many {table.name} rows have a {column.name} above {bound}?",
+                        f"How many rows of {table.name} have {column.name} above {bound}?",
                         f"SELECT count(*) FROM {t} WHERE {name} > {bound}")
     return None
 
@@ -264,8 +296,8 @@ def _slug(name: str) -> str:
     return "-".join(part for part in slug.split("-") if part) or "table"
 
 
-def suite_yaml(cases: Sequence[Case], database: str, spec: DatabaseSpec, *, from_example: bool) -> str:
-    source = "a tiny example database (suites/example.sqlite)" if from_example else f"the {spec.kind.value} database"
+def suite_yaml(cases: Sequence[Case], database: str, *, from_example: bool) -> str:
+    source = "a tiny example database (suites/example.sqlite)" if from_example else f"the database {database}"
     head = (
         f"# A suite written by `nl2sql init` from {source}.\n"
         "# Top-level keys are defaults every case inherits; each case is one pytest item.\n"

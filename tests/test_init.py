@@ -15,7 +15,7 @@ import yaml
 
 from pytest_nl2sql.cli import main
 from pytest_nl2sql.engines.url import parse_database
-from pytest_nl2sql.scaffold import WORKFLOW_PATH, cases_from_database
+from pytest_nl2sql.scaffold import WORKFLOW_PATH, cases_from_database, ci_notes
 
 SHOP = Path(__file__).parent.parent / "example_suites" / "shop.sqlite"
 
@@ -83,6 +83,30 @@ def test_init_from_an_existing_database_writes_its_cases_and_passes(tmp_path: Pa
     assert f"{len(golds)} passed" in result.stdout
 
 
+def test_init_says_when_the_database_file_is_outside_the_repo(tmp_path: Path, capsys) -> None:
+    """A CI job checks out the repo alone: a suite naming ../../data/shop.sqlite passes here and
+    breaks there (every case a gold_error), so init says so, and how to keep the file in the repo."""
+    (tmp_path / "data").mkdir()
+    shutil.copy(SHOP, tmp_path / "data" / "shop.sqlite")
+    assert main(["init", str(tmp_path / "repo"), "--database", str(tmp_path / "data" / "shop.sqlite")]) == 0
+    printed = capsys.readouterr().out
+    assert "note: suites/shop.nl2sql.yaml names the database ../../data/shop.sqlite, which lies outside the repo" in printed
+    assert "copy it into the repo" in printed and "database: shop.sqlite" in printed
+    # The tutorial's way: the file in the repo first, then init from it: named beside the suite, no note.
+    inside = tmp_path / "inside"
+    (inside / "suites").mkdir(parents=True)
+    shutil.copy(SHOP, inside / "suites" / "shop.sqlite")
+    assert main(["init", str(inside), "--database", str(inside / "suites" / "shop.sqlite")]) == 0
+    assert "note:" not in capsys.readouterr().out
+    assert yaml.safe_load((inside / "suites" / "shop.nl2sql.yaml").read_text())["database"] == "shop.sqlite"
+
+
+def test_init_says_a_server_on_this_machine_is_not_there_in_ci(tmp_path: Path) -> None:
+    notes = ci_notes(tmp_path, parse_database("postgresql://reader@127.0.0.1:5432/shop"), "postgresql://reader@127.0.0.1:5432/shop")
+    assert len(notes) == 1 and "a server on this machine" in notes[0] and "--nl2sql-dsn" in notes[0]
+    assert ci_notes(tmp_path, parse_database("postgresql://reader@db.internal:5432/shop"), "postgresql://reader@db.internal:5432/shop") == ()
+
+
 def test_init_never_overwrites_a_file(tmp_path: Path, capsys) -> None:
     (tmp_path / "conftest.py").write_text("# mine\n")
     (tmp_path / "suites").mkdir()
@@ -111,12 +135,20 @@ def test_cases_from_a_duckdb_database(tmp_path: Path) -> None:
     conn.execute("CREATE TABLE sale (id INTEGER PRIMARY KEY, region_id INTEGER REFERENCES region (id), channel TEXT, amount DOUBLE)")
     conn.execute("INSERT INTO region VALUES (1, 'north'), (2, 'south')")
     conn.execute("INSERT INTO sale VALUES (1, 1, 'web', 10), (2, 1, 'shop', 20), (3, 2, 'web', 5)")
+    conn.execute("CREATE TABLE stock (id INTEGER PRIMARY KEY, amount DOUBLE)")
+    conn.execute("INSERT INTO stock VALUES (1, 1.5), (2, 4.0)")
     conn.close()
     cases = cases_from_database(parse_database(f"duckdb:///{path}"))
     golds = {case.id: case.gold for case in cases}
     assert golds["count-sale"] == "SELECT count(*) FROM sale"
     assert golds["sale-per-region"].startswith("SELECT p.id, p.name, count(*) FROM sale AS c JOIN region AS p")
     assert golds["sale-by-channel"] == "SELECT count(*) FROM sale WHERE channel = 'web'"
+    assert golds["stock-amount-above"] == "SELECT count(*) FROM stock WHERE amount > 2.75"
+    # Questions that read as English whatever the table's name (plural or not) and value (several words).
+    questions = {case.id: case.question for case in cases}
+    assert questions["sale-per-region"] == "For each row of region, how many rows of sale refer to it?"
+    assert questions["sale-by-channel"] == "How many rows of sale have channel 'web'?"
+    assert questions["stock-amount-above"] == "How many rows of stock have amount above 2.75?"
 
 
 def test_names_that_need_quoting_are_quoted(tmp_path: Path) -> None:
