@@ -47,7 +47,8 @@ def test_a_stopped_run_is_marked_incomplete(shop: pytest.Pytester) -> None:
 
 def test_an_interrupted_run_is_marked_incomplete(shop: pytest.Pytester) -> None:
     shop.makeconftest("def pytest_nl2sql_predict(case):\n    if case.id == 'b':\n        raise KeyboardInterrupt\n")
-    shop.runpytest_subprocess("--nl2sql-report=json:r.json")  # Ctrl-C, as pytest sees it
+    result = shop.runpytest("--nl2sql-report=json:r.json", no_reraise_ctrlc=True)  # Ctrl-C, as pytest sees it
+    assert result.ret == pytest.ExitCode.INTERRUPTED
     report = read_report(shop.path / "r.json")
     assert report["run"]["complete"] is False and [i["id"] for i in report["items"]] == ["a"]
 
