@@ -229,7 +229,7 @@ def _merge_command(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError) as e:
         print(f"nl2sql: cannot merge the reports: {e}", file=sys.stderr)
         return 4
-    for line in [*summary_lines(finished.summary), *finished.messages, *finished.failures]:
+    for line in [*summary_lines(finished.summary, items=finished.report.get("items") or []), *finished.messages, *finished.failures]:
         print(line)
     return 1 if gate_fails(finished, args.update_baseline) else 0
 

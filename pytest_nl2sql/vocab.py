@@ -66,6 +66,20 @@ class FragilePolicy(str, Enum):
     FAIL = "fail"  # fails with reason `neighbour database (fragile)` (test-suite strictness)
 
 
+class FragileSide(str, Enum):
+    """Which query a fragile pass is fragile by (JSON item `neighbours.fragile_side`): whose result
+    on the stress neighbour shows what the broken invariant caused (judge/fragile_side.py)."""
+
+    PREDICTION = "prediction"  # the prediction's does (a NOT IN that a NULL empties): strict counts it
+    GOLD = "gold"  # the gold's does (it merges two namesakes, counts a NULL as a value): strict does not
+    BOTH = "both"  # both do, or it cannot be told: strict counts it
+
+    @property
+    def counts_against_prediction(self) -> bool:
+        """Strict accuracy and `--nl2sql-fragile=fail` hold it against the prediction."""
+        return self is not FragileSide.GOLD
+
+
 class Kind(str, Enum):
     SQL = "sql"
     TERM_SELECTION = "term_selection"

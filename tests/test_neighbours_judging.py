@@ -114,8 +114,9 @@ def test_the_gold_s_own_text_is_recognised_token_for_token(predicted: str, same:
 # --- end to end, with generated neighbours -------------------------------------------------
 
 ACCIDENTS = [
-    # the shop's names are all distinct and no price sits on 2.0: the real data hides both mistakes
-    {"id": "distinct", "gold": "SELECT DISTINCT name FROM item", "predicted": "SELECT name FROM item"},
+    # the shop's names are all distinct and no price sits on 2.0: the real data hides both mistakes (a
+    # DISTINCT merges two items once they share a name: the prediction's is the fragile side)
+    {"id": "distinct", "gold": "SELECT name FROM item", "predicted": "SELECT DISTINCT name FROM item"},
     {"id": "boundary", "gold": "SELECT name FROM item WHERE price >= 2.5", "predicted": "SELECT name FROM item WHERE price > 2.5"},
     {"id": "rewrite", "gold": "SELECT name FROM item WHERE price >= 2.5",
      "predicted": "select i.\"name\" from item as i where not (i.price < 2.5)"},
@@ -123,14 +124,15 @@ ACCIDENTS = [
 
 
 def test_generated_neighbours_catch_accidental_passes_and_say_so(pytester: pytest.Pytester) -> None:
-    """`price > 2.5` for `>= 2.5` fails on a plausible neighbour; a dropped DISTINCT over names that
-    are all distinct in the shop differs only where two items share a name (a stress neighbour):
-    it passes, marked fragile, and says so."""
+    """`price > 2.5` for `>= 2.5` fails on a plausible neighbour; a DISTINCT over names that are all
+    distinct in the shop differs only where two items share a name (a stress neighbour): it passes,
+    marked fragile (the prediction's side: its DISTINCT merges the two), and says so."""
     make_shop(pytester.path)
     write_suite(pytester.path, ACCIDENTS, database="shop.sqlite")
     result = pytester.runpytest("--nl2sql-report=json:report.json", "--nl2sql-report=md:report.md")
     result.assert_outcomes(passed=2, failed=1)
-    assert "strict (fragile passes counted as failures): 33.3%; 1 fragile pass(es)" in (pytester.path / "report.md").read_text()
+    assert ("strict (fragile passes counted as failures, unless only the gold is fragile): 33.3%; 1 fragile pass(es) "
+            "(fragile side: prediction 1, both 0, gold 0" in (pytester.path / "report.md").read_text())
     result.stdout.fnmatch_lines([
         "*nl2sql case boundary*: mismatch (neighbour database)*",
         "*the prediction matches the gold on shop.sqlite, but not on * other database*",
@@ -140,7 +142,8 @@ def test_generated_neighbours_catch_accidental_passes_and_say_so(pytester: pytes
         "*predicted result there:*",
         "execution accuracy with neighbour databases 2/3 = 66.7%",
         "  one-database execution accuracy (the cases' own databases alone*) 3/3 = 100.0%; neighbour databases failed 1 prediction right there*",
-        "  strict (fragile passes counted as failures) 1/3 = 33.3%; 1 fragile pass *",
+        "  strict (fragile passes counted as failures, unless only the gold is fragile) 1/3 = 33.3%; 1 fragile pass *",
+        "  fragile passes: distinct (prediction)",
     ])
     report = read_report(pytester.path / "report.json")
     items = {i["id"]: i for i in report["items"]}
@@ -150,7 +153,7 @@ def test_generated_neighbours_catch_accidental_passes_and_say_so(pytester: pytes
     assert shown["breaks"] is None and shown["tables"]["item"]["rows"] and shown["gold"] != shown["predicted"]
     assert items["distinct"]["verdict"] == "pass"
     fragile = items["distinct"]["neighbours"]
-    assert fragile["failed"] == 0 and fragile["fragile"] >= 1
+    assert fragile["failed"] == 0 and fragile["fragile"] >= 1 and fragile["fragile_side"] == "prediction"
     assert fragile["counterexample"]["breaks"] == "two rows of item share name"
     names = [row[1] for row in fragile["counterexample"]["tables"]["item"]["rows"]]
     assert len(names) == 2 and names[0] == names[1]  # the two rows that share a name: all it takes

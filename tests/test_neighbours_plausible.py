@@ -373,8 +373,9 @@ def test_the_python_api_takes_the_fragile_policy(tmp_path: Path) -> None:
             INSERT INTO item VALUES (1, 'pen', 1.5), (2, 'mug', 7.0), (3, 'ink', 3.0), (4, 'cap', 9.0);
         """)
     suite = tmp_path / "s.nl2sql.yaml"
-    suite.write_text("database: shop.sqlite\ncases:\n  - id: distinct\n    gold: SELECT DISTINCT name FROM item\n"
-                     "    predicted: SELECT name FROM item\n")
+    # a DISTINCT that merges two items once they share a name: the prediction is the fragile side
+    suite.write_text("database: shop.sqlite\ncases:\n  - id: distinct\n    gold: SELECT name FROM item\n"
+                     "    predicted: SELECT DISTINCT name FROM item\n")
     lenient = evaluate_suite(suite, rootdir=tmp_path, cache_dir=tmp_path / "cache")
     strict = evaluate_suite(suite, rootdir=tmp_path, cache_dir=tmp_path / "cache", fragile="fail")
     assert lenient["items"][0]["verdict"] == "pass" and lenient["summary"]["fragile"] == 1

@@ -35,8 +35,8 @@ from pytest_nl2sql.vocab import Kind, ReviewDecision, Verdict
 
 # the shop's names are all distinct and no price sits on 2.5: a fragile pass and a neighbour-only failure
 CASES = [
-    {"id": "distinct", "question": "Which items are there?", "gold": "SELECT DISTINCT name FROM item",
-     "predicted": "SELECT name FROM item"},
+    {"id": "distinct", "question": "Which items are there?", "gold": "SELECT name FROM item",  # the prediction's DISTINCT is fragile
+     "predicted": "SELECT DISTINCT name FROM item"},
     {"id": "boundary", "question": "Which items cost over 2.5?", "gold": "SELECT name FROM item WHERE price >= 2.5",
      "predicted": "SELECT name FROM item WHERE price > 2.5"},
     {"id": "right", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(*) FROM item"},

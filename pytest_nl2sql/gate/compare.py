@@ -270,9 +270,12 @@ def _figures(a: Run, b: Run) -> list[Figure]:
         return counts if run.summary.get("neighbours") else None  # without neighbours it is the overall figure
 
     def strict(run: Run) -> tuple[int, int] | None:
-        counts, fragile = _counts(run.summary), run.summary.get("fragile")
+        counts, fragile, sides = _counts(run.summary), run.summary.get("fragile"), run.summary.get("fragile_by_side")
         if counts is None or not run.summary.get("neighbours") or not isinstance(fragile, int):
             return None
+        if isinstance(sides, dict) and all(isinstance(sides.get(k), int) for k in ("prediction", "gold", "both")) \
+                and sum(sides[k] for k in ("prediction", "gold", "both")) == fragile:
+            fragile = sides["prediction"] + sides["both"]  # a fragile gold fails no prediction (judge/fragile_side.py)
         return counts[0] - fragile, counts[1]
 
     def exact(run: Run) -> tuple[int, int] | None:

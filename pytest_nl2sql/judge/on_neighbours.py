@@ -39,7 +39,8 @@ from pytest_nl2sql.judge import gold_memo
 from pytest_nl2sql.judge.compare import CompareOptions, compare_results, row_values_key
 from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
 from pytest_nl2sql.judge.fragile_gold import neighbour_keys, why_gold_is_fragile
-from pytest_nl2sql.vocab import Verdict
+from pytest_nl2sql.judge.fragile_side import fragile_side
+from pytest_nl2sql.vocab import FragileSide, Verdict
 
 SHRINK_BUDGET = 128  # runs of gold + prediction spent shrinking a counterexample (~2 ms each; most stop early, at
 # a set from which no single row can go; the rows kept are remembered beside the neighbour, so a warm run replays one)
@@ -115,14 +116,22 @@ class NeighbourCheck:
     failure: NeighbourFailure | None = None  # the first plausible failure, else the first fragile one
     total: int = 0  # databases tried (the gold failed on `total - checked` of them)
     fragile: int = 0
+    fragile_side: FragileSide | None = None  # a fragile pass: whose result shows the broken invariant (judge/fragile_side.py)
 
     @property
     def is_fragile(self) -> bool:
         return self.failed == 0 and self.fragile > 0
 
+    @property
+    def fragile_against_prediction(self) -> bool:
+        """A fragile pass that strict accuracy and `--nl2sql-fragile=fail` hold against the
+        prediction: its side is the prediction or both (never the gold alone)."""
+        return self.is_fragile and (self.fragile_side is None or self.fragile_side.counts_against_prediction)
+
     def to_json(self) -> dict[str, Any]:
         """The JSON item's `neighbours`, but its `counterexample` (`explain.counterexample_json`)."""
-        return {"checked": self.checked, "failed": self.failed, "fragile": self.fragile}
+        side = self.fragile_side.value if self.is_fragile and self.fragile_side is not None else None
+        return {"checked": self.checked, "failed": self.failed, "fragile": self.fragile, "fragile_side": side}
 
 
 @dataclass(frozen=True)
@@ -155,6 +164,7 @@ def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRule
     checked = failed = fragile = 0
     first: NeighbourFailure | None = None
     first_fragile: NeighbourFailure | None = None
+    fragile_ones: list[NeighbourFailure] = []  # every fragile database, for its side
     for database in databases:
         stress = database.breaks
         if stress is not None and failed:
@@ -173,11 +183,15 @@ def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRule
             first = first or NeighbourFailure(database, judgement, gold)
         else:
             fragile += 1
-            first_fragile = first_fragile or NeighbourFailure(database, judgement, gold, breaks=why)
+            fragile_ones.append(NeighbourFailure(database, judgement, gold, breaks=why))
+            first_fragile = first_fragile or fragile_ones[0]
     shown = first or first_fragile
     if shown is not None:
         shown = counterexample(shown, predicted, rules, limits, open_engine, shrink, own_gold)
-    result = NeighbourCheck(checked, failed, shown, len(databases), fragile)
+    side = None
+    if not failed and fragile_ones:
+        side = fragile_side(([shown] if shown is not None else []) + fragile_ones[1:], predicted, rules, limits, open_engine)
+    result = NeighbourCheck(checked, failed, shown, len(databases), fragile, side)
     if shown is None and checked == len(databases):  # every database judged it right: nothing to show, nothing timed out
         _remember_pass(remembered, checked)
     return result

@@ -307,7 +307,7 @@ class Pipeline:
         if beyond is not None and beyond.failed:
             failure = beyond.failure
             judgement = dataclasses.replace(judgement, verdict=Verdict.MISMATCH, reason=Reason.NEIGHBOUR.value)
-        elif beyond is not None and beyond.is_fragile and self.options.fragile is FragilePolicy.FAIL:
+        elif beyond is not None and beyond.fragile_against_prediction and self.options.fragile is FragilePolicy.FAIL:
             failure = beyond.failure
             judgement = dataclasses.replace(judgement, verdict=Verdict.MISMATCH, reason=Reason.FRAGILE.value)
         exact = (self._exact_match(case, predicted_sql, predicted_in)
@@ -834,7 +834,7 @@ class Pipeline:
         if judgement.verdict is not Verdict.PASS or not isinstance(answer.value, str):
             return judgement.verdict
         beyond = self._check_beyond(case, answer.value, answer.dialect or case.written_in, engine, gold, shrink_failure=False)
-        if beyond is not None and (beyond.failed or (beyond.is_fragile and self.options.fragile is FragilePolicy.FAIL)):
+        if beyond is not None and (beyond.failed or (beyond.fragile_against_prediction and self.options.fragile is FragilePolicy.FAIL)):
             return Verdict.MISMATCH
         return judgement.verdict
 

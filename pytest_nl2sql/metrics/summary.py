@@ -28,7 +28,7 @@ from pytest_nl2sql.metrics.efficiency import summarize_efficiency
 from pytest_nl2sql.metrics.repeats import summarize_repeats, summarize_retries, without_recorded_answers
 from pytest_nl2sql.metrics.soft import mean_scores
 from pytest_nl2sql.metrics.termselection import aggregate_term_selection
-from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, Kind, Reason, Verdict
+from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, FragileSide, Kind, Reason, Verdict
 
 
 def _bucket(results: list[CaseResult]) -> dict[str, Any]:
@@ -89,7 +89,8 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
     latencies = [r.latency for r in results if r.latency is not None]
     term = [r for r in results if r.kind is Kind.TERM_SELECTION]
     caught = [r for r in sql if caught_by_neighbours(r)]
-    fragile = sum(1 for r in sql if is_fragile_pass(r))
+    fragile_passes = [r for r in sql if is_fragile_pass(r)]
+    fragile, by_side = len(fragile_passes), fragile_by_side(fragile_passes)
     unpredicted = sum(1 for r in sql if r.verdict is Verdict.PREDICTOR_ERROR)
     pass_at, consistency = summarize_repeats(r.repeats for r in sql if r.repeats and not r.verdict.is_error)
     summary: dict[str, Any] = {
@@ -104,7 +105,9 @@ def summarize(results: Iterable[CaseResult]) -> dict[str, Any]:
         "single_db_accuracy": (passed + len(caught)) / judged if judged else None,
         "single_db_passed": passed + len(caught),
         "fragile": fragile,
-        "strict_accuracy": (passed - fragile) / judged if judged else None,
+        "fragile_by_side": by_side,
+        # strict: a fragile pass counts as a failure unless only the gold is fragile (judge/fragile_side.py)
+        "strict_accuracy": (passed - by_side["prediction"] - by_side["both"]) / judged if judged else None,
         "neighbours": _neighbours(sql, caught),
         "neighbours_off": dict(Counter(r.extra["neighbours_off"] for r in sql if r.extra.get("neighbours_off"))) or None,
         "gold_warnings": sum(1 for r in sql if r.gold_warnings),
@@ -187,6 +190,21 @@ def is_fragile_pass(result: CaseResult) -> bool:
     """Passed, but differs from the gold where the data shows what the case's database never does."""
     neighbours = result.neighbours or {}
     return result.verdict is Verdict.PASS and neighbours.get("fragile", 0) > 0 and not neighbours.get("failed", 0)
+
+
+def fragile_side(result: CaseResult) -> FragileSide:
+    """The side a fragile pass is fragile by (`neighbours.fragile_side`); a result that does not
+    say (a report written before sides were told) is `both`, which strict accuracy counts."""
+    try:
+        return FragileSide((result.neighbours or {}).get("fragile_side"))
+    except ValueError:
+        return FragileSide.BOTH
+
+
+def fragile_by_side(fragile_passes: Iterable[CaseResult]) -> dict[str, int]:
+    """`{"prediction": n, "gold": n, "both": n}` over fragile passes."""
+    counts = Counter(fragile_side(r) for r in fragile_passes)
+    return {side.value: counts[side] for side in FragileSide}
 
 
 def _neighbours(results: list[CaseResult], caught: list[CaseResult]) -> dict[str, int] | None:

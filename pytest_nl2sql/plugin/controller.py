@@ -87,6 +87,7 @@ class Controller:
         self.baseline = baseline  # the one the workers classify against, read once at configure
         self.results: dict[str, CaseResult] = {}  # the last result per nodeid, so reruns are safe
         self.summary: dict[str, Any] | None = None
+        self.items: list[dict[str, Any]] = []  # the JSON report's items, for the terminal's fragile passes
         self.messages: list[str] = []  # files written, baseline notes
         self.failures: list[str] = []  # threshold and baseline problems that fail the session
         self.started = utc_now()
@@ -210,6 +211,7 @@ class Controller:
         )
         finished = finish_run(list(self.results.values()), self.run, gate)
         self.summary = finished.summary
+        self.items = finished.report.get("items") or []
         self.messages += finished.messages
         self.failures += finished.failures
         if finished.usage_error and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
@@ -226,7 +228,7 @@ class Controller:
         if not self.results:
             self.messages.insert(0, "no nl2sql case ran")
         terminalreporter.section("nl2sql")
-        for line in terminal.summary_lines(self.summary, config.get_verbosity()):
+        for line in terminal.summary_lines(self.summary, config.get_verbosity(), self.items):
             terminalreporter.line(line)
         for line in self.messages:  # baseline lines, paths, hints: they quote case ids and file names
             terminalreporter.line(safe_lines(line))

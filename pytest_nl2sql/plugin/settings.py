@@ -65,7 +65,7 @@ OPTIONS = (
     Option("--nl2sql-label", "name this run (the model, the prompt) in reports and the history", metavar="TEXT"),
     Option("--nl2sql-history", "append one JSON line per run (run metadata and summary) to this file", metavar="PATH"),
     Option("--nl2sql-neighbours", f"neighbour databases generated per SQLite, DuckDB, PostgreSQL or MySQL case (servers: from a local DuckDB copy); a prediction must match on each (default {DEFAULT_NEIGHBOURS}; 0: off)", default=str(DEFAULT_NEIGHBOURS), metavar="N"),
-    Option("--nl2sql-fragile", "a prediction that differs from the gold only on stress neighbours (data the case's database never shows): `pass` (marked fragile; default) or `fail`", default="pass", metavar="pass|fail"),
+    Option("--nl2sql-fragile", "a prediction that differs from the gold only on stress neighbours (data the case's database never shows): `pass` (marked fragile; default) or `fail` (unless only the gold is fragile there)", default="pass", metavar="pass|fail"),
     Option("--nl2sql-confine", "databases and result files named by case files must lie under the rootdir", kind="bool", default=False),
     Option("--nl2sql-retries", f"ask the predictor hook again up to N times after a transient error (a timeout, a dropped connection, HTTP 429 or 5xx; default {DEFAULT_RETRIES})", default=str(DEFAULT_RETRIES), metavar="N"),
     Option("--nl2sql-retry-wait", f"seconds before the first retry, doubled before each next one (default {DEFAULT_RETRY_WAIT:g})", default=f"{DEFAULT_RETRY_WAIT:g}", metavar="SECONDS"),

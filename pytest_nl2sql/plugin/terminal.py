@@ -6,6 +6,7 @@ terminal and no line reads as a CI workflow command (`::error::…`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_nl2sql.gate.run import PER_CASE
@@ -14,6 +15,7 @@ from pytest_nl2sql.metrics.summary import accuracy_interval, accuracy_name
 from pytest_nl2sql.shown import one_line, safe_lines
 
 TABLE_ROWS = 15  # rows of a per-tag / per-database table without -v (the worst first)
+FRAGILE_NAMED = 10  # fragile passes named by id (the prediction's first), then a count
 
 
 def percent(passed: int, total: int) -> str:
@@ -56,8 +58,9 @@ def bucket_table(title: str, buckets: dict[str, dict[str, Any]], limit: int | No
     return lines
 
 
-def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
-    """The `nl2sql` section of the terminal summary; its first line names the metric."""
+def summary_lines(summary: dict[str, Any], verbosity: int = 0, items: Iterable[Mapping[str, Any]] = ()) -> list[str]:
+    """The `nl2sql` section of the terminal summary; its first line names the metric. `items`:
+    the JSON report's items, whose fragile passes it names."""
     judged = summary["total"] - summary["errors"]
     lines = []
     if summary["total"]:
@@ -65,7 +68,7 @@ def summary_lines(summary: dict[str, Any], verbosity: int = 0) -> list[str]:
         if judged:
             lines.append(f"  {interval(summary)} (Wilson score interval over the judged SQL cases)")
         lines += review_lines(summary, judged)
-        lines += neighbour_lines(summary, judged)
+        lines += neighbour_lines(summary, judged, items)
         if summary.get("engine") not in (None, PER_CASE):
             lines.append(f"  every case ran on {summary['engine']} (the databases below are the cases' own labels)")
         lines.append(f"SQL cases: {summary['total']} ({summary['passed']} passed, {summary['failed']} failed, "
@@ -198,7 +201,7 @@ def model_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def neighbour_lines(summary: dict[str, Any], judged: int) -> list[str]:
+def neighbour_lines(summary: dict[str, Any], judged: int, items: Iterable[Mapping[str, Any]] = ()) -> list[str]:
     """The accuracy on the cases' own databases alone (one database per case, as leaderboards run, but by this
     plugin's comparison: not the official Spider figure, which compat mode gives), and what the
     neighbour databases changed; golds whose result is not determined."""
@@ -210,15 +213,37 @@ def neighbour_lines(summary: dict[str, Any], judged: int) -> list[str]:
                      f"{neighbours['caught']} prediction{'s' if neighbours['caught'] != 1 else ''} right there "
                      f"({neighbours['databases']} databases checked over {neighbours['cases']} cases)")
         fragile = summary.get("fragile") or 0
-        lines.append(f"  strict (fragile passes counted as failures) {percent(summary['passed'] - fragile, judged)}; "
-                     f"{fragile} fragile pass{'es' if fragile != 1 else ''} (right only while the data keeps what the "
-                     f"case's database shows; --nl2sql-fragile=fail fails them)")
+        sides = summary.get("fragile_by_side") or {"both": fragile}
+        against = (sides.get("prediction") or 0) + (sides.get("both") or 0)
+        by_side = ", ".join(f"{side} {sides.get(side) or 0}" for side in ("prediction", "both", "gold"))
+        lines.append(f"  strict (fragile passes counted as failures, unless only the gold is fragile) "
+                     f"{percent(summary['passed'] - against, judged)}; {fragile} fragile pass{'es' if fragile != 1 else ''} "
+                     f"(right only while the data keeps what the case's database shows; fragile side: {by_side}; "
+                     f"--nl2sql-fragile=fail fails those of the prediction and both)")
+        lines += fragile_cases(items)
     for reason, cases in (summary.get("neighbours_off") or {}).items():
         lines.append(f"  neighbour databases off for {cases} right prediction{'s' if cases != 1 else ''}: {one_line(reason)}")
     if summary.get("gold_warnings"):
         n = summary["gold_warnings"]
         lines.append(f"  {n} gold quer{'ies' if n != 1 else 'y'} with a nondeterministic result (see each item's gold_warnings)")
     return lines
+
+
+def fragile_cases(items: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The fragile passes by id and side, the prediction's first (what to fix), at most
+    `FRAGILE_NAMED`, then how many more."""
+    rank = {"prediction": 0, "both": 1, "gold": 2}
+    found = []
+    for item in items:
+        neighbours = item.get("neighbours") or {}
+        if item.get("verdict") == "pass" and (neighbours.get("fragile") or 0) > 0 and not neighbours.get("failed"):
+            side = neighbours.get("fragile_side") if neighbours.get("fragile_side") in rank else "both"
+            found.append((rank[side], len(found), f"{one_line(str(item.get('id')))} ({side})"))
+    if not found:
+        return []
+    named = [text for _, _, text in sorted(found)[:FRAGILE_NAMED]]
+    more = f", and {len(found) - len(named)} more (each item's neighbours.fragile_side in --nl2sql-report=json)" if len(found) > len(named) else ""
+    return [f"  fragile passes: {', '.join(named)}{more}"]
 
 
 def partial_table(partial: dict[str, dict[str, Any]]) -> list[str]:

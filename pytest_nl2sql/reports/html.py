@@ -262,10 +262,13 @@ def _summary_section(summary: Mapping[str, Any], items: Sequence[Mapping[str, An
             if isinstance(summary["neighbours"], Mapping) else "",
         ))
     if summary.get("strict_accuracy") is not None and summary.get("neighbours"):
+        sides = summary.get("fragile_by_side") if isinstance(summary.get("fragile_by_side"), Mapping) else {}
+        by_side = ("; fragile side: " + ", ".join(f"{side} {_count(sides.get(side))}" for side in ("prediction", "both", "gold"))
+                   + " (the gold's alone are not counted as failures)") if sides else ""
         cards.append(_card(
             "strict (fragile passes counted as failures)", esc(_percent(summary.get("strict_accuracy"))),
             _filter_link("v", "fragile", f"{_count(summary.get('fragile'))} fragile pass(es)")
-            + ": right on every database, wrong where the data shows what the database never does",
+            + esc(": right on every database, wrong where the data shows what the database never does" + by_side),
         ))
     by_verdict = summary.get("by_verdict")
     if not isinstance(by_verdict, Mapping):  # a report from elsewhere: counted from its items
@@ -894,7 +897,7 @@ function matches(it) {
 function rowF1(it) { return it.soft_scores && typeof it.soft_scores.row_f1 === 'number' ? it.soft_scores.row_f1 : null; }
 function verdictCell(it) {
   var td = el('td', null, el('span', {cls: 'badge v-' + it.verdict, text: it.verdict}));
-  if (isFragile(it)) td.appendChild(el('span', {cls: 'badge fragile', title: 'right on every database, wrong where the data shows what the database never does', text: 'fragile'}));
+  if (isFragile(it)) td.appendChild(el('span', {cls: 'badge fragile', title: 'right on every database, wrong where the data shows what the database never does; the side is the query whose result shows it', text: 'fragile: ' + (it.neighbours.fragile_side || 'both')}));
   if (it.baseline) td.appendChild(el('span', {cls: 'badge small ' + it.baseline, text: it.baseline}));
   return td;
 }
@@ -1033,7 +1036,7 @@ function explanation(it) {
   var nb = it.neighbours;
   if (nb) {
     var words = 'judged on ' + nb.checked + ' neighbour database(s): ' + (nb.failed || 0) + ' failed';
-    if (nb.fragile) words += ', differs on ' + nb.fragile + ' stress neighbour(s)' + (isFragile(it) ? ' (a fragile pass)' : '');
+    if (nb.fragile) words += ', differs on ' + nb.fragile + ' stress neighbour(s)' + (isFragile(it) ? ' (a fragile pass; fragile side: ' + (nb.fragile_side || 'both') + ')' : '');
     box.appendChild(kv('neighbours', document.createTextNode(words)));
   }
   if (it.diff && it.diff.database) box.appendChild(kv('shown on', document.createTextNode(it.diff.database)));

@@ -85,6 +85,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         _buckets("database", summary.get("by_database"), sorted),
         _partial(summary.get("partial")),
         _failures(items, with_baseline=summary.get("baseline") is not None),
+        _fragile_passes(items),
         _reviews(items),
         _suspect_golds(items),
     ]
@@ -103,8 +104,11 @@ def _headline(summary: Mapping[str, Any]) -> str:
         notes.append(f"one-database execution accuracy (the cases' own databases alone, no neighbour databases; not the official "
                      f"Spider figure, which `--nl2sql-compat=spider` gives): {_percent(summary['single_db_accuracy'])}")
         if summary.get("strict_accuracy") is not None:
-            notes.append(f"strict (fragile passes counted as failures): {_percent(summary['strict_accuracy'])}; "
-                         f"{summary.get('fragile') or 0} fragile pass(es)")
+            sides = summary.get("fragile_by_side") if isinstance(summary.get("fragile_by_side"), Mapping) else {}
+            by_side = ", ".join(f"{side} {sides.get(side) or 0}" for side in ("prediction", "both", "gold")) if sides else ""
+            notes.append(f"strict (fragile passes counted as failures, unless only the gold is fragile): "
+                         f"{_percent(summary['strict_accuracy'])}; {summary.get('fragile') or 0} fragile pass(es)"
+                         + (f" (fragile side: {by_side}; see *Fragile passes* below)" if by_side else ""))
     if summary.get("engine") not in (None, PER_CASE):
         notes.append(f"every case ran on `{summary['engine']}`")
     if summary.get("gold_warnings"):
@@ -160,6 +164,29 @@ def _reviews(items: Sequence[Mapping[str, Any]]) -> str:
         rows.append(f"\n… and {len(reviewed) - MAX_FAILURES} more (see the JSON report).")
     body = "\n".join(rows)
     return f"<details><summary>Reviews ({len(reviewed)})</summary>\n\n{body}\n\n</details>"
+
+
+def _fragile_passes(items: Sequence[Mapping[str, Any]]) -> str:
+    """The fragile passes with their side (judge/fragile_side.py) and the invariant their stress
+    neighbour breaks, the prediction's first: which query to fix."""
+    rank = {"prediction": 0, "both": 1, "gold": 2}
+    fragile = [item for item in items if item.get("verdict") == "pass" and isinstance(item.get("neighbours"), Mapping)
+               and (item["neighbours"].get("fragile") or 0) > 0 and not item["neighbours"].get("failed")]
+    if not fragile:
+        return ""
+    fragile.sort(key=lambda item: rank.get(item["neighbours"].get("fragile_side"), 1))
+    rows = ["| case | fragile side | what the stress neighbour shows |", "|---|---|---|"]
+    for item in fragile[:MAX_FAILURES]:
+        example = item["neighbours"].get("counterexample")
+        breaks = example.get("breaks") if isinstance(example, Mapping) else None
+        rows.append("| " + " | ".join([_code(_label(item), in_table=True), _cell(item["neighbours"].get("fragile_side") or "both"),
+                                        _cell(breaks)]) + " |")
+    if len(fragile) > MAX_FAILURES:
+        rows.append(f"\n… and {len(fragile) - MAX_FAILURES} more (see the JSON report).")
+    body = "\n".join(rows)
+    return (f"<details><summary>Fragile passes ({len(fragile)})</summary>\n\nRight on every plausible database, different "
+            f"from the gold where the data breaks what the case's database shows. The side is the query whose result shows "
+            f"it: `gold` ones are not counted in the strict figure.\n\n{body}\n\n</details>")
 
 
 def _suspect_golds(items: Sequence[Mapping[str, Any]]) -> str:
