@@ -22,7 +22,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from pytest_nl2sql.engines.base import RowIds
-from pytest_nl2sql.neighbours.generate import Repairer, Rows, create_database, parent_columns
+from pytest_nl2sql.neighbours.generate import Repairer, Rows, create_database, parent_columns, stored_or_none
 from pytest_nl2sql.neighbours.interrupts import ctrl_c_stops
 from pytest_nl2sql.neighbours.invariants import InvariantKind, Observed
 from pytest_nl2sql.neighbours.schema import Schema, open_source, quote
@@ -82,16 +82,35 @@ class _Shrinker:
         self.attempts = 0
         self.suffix = "sqlite" if schema.kind == "sqlite" else "duckdb"
         self.links = list(self._links())
+        self.pointed = [self._pointers(*entry) for entry in participation]
 
-    def _links(self) -> Iterator[tuple[str, list[int], str, list[int]]]:
-        """(child table, its foreign key's positions, parent table, the referenced positions)."""
+    def _as_parent(self, value: Any, column: Any) -> Any:
+        """A reference's value as the parent's key column compares it: SQLite gives a text '4'
+        against an INTEGER key 4 the key's numeric affinity, so the two are equal (so does the
+        repair, `plausible.settle`)."""
+        return stored_or_none(value, column, self.schema.kind)
+
+    def _links(self) -> Iterator[tuple[str, list[tuple[Any, ...] | None], str, list[tuple[Any, ...] | None]]]:
+        """(child table, each of its rows' reference, parent table, each of its rows' key), the
+        references as the parent's columns compare them, None for one holding NULL (it points at
+        nothing)."""
         for table in self.schema.tables:
             for fk in table.foreign_keys:
                 found = parent_columns(self.schema, fk)
                 if found is not None:
                     parent, referenced = found
-                    yield (table.name, [table.position(c) for c in fk.columns],
-                           parent.name, [parent.position(c) for c in referenced])
+                    pointers = [table.position(c) for c in fk.columns]
+                    keys = [parent.position(c) for c in referenced]
+                    columns = [parent.columns[k] for k in keys]
+                    yield (table.name, [_key(tuple(self._as_parent(row[p], c) for p, c in zip(pointers, columns)))
+                                        for row in self.rows[table.name]],
+                           parent.name, [_key(tuple(row[k] for k in keys)) for row in self.rows[parent.name]])
+
+    def _pointers(self, parent: str, key: int, child: str, column: int) -> list[Any]:
+        """Each row of `child`'s value in `column`, as the parent's key column compares it."""
+        table = self.schema.table(parent)
+        as_key = table.columns[key] if table is not None else None
+        return [self._as_parent(row[column], as_key) if as_key is not None else row[column] for row in self.rows[child]]
 
     def without_childless(self, kept: list[Item]) -> list[Item]:
         """`kept` less the parents left without a child where the source's parents always have one
@@ -99,8 +118,8 @@ class _Shrinker:
         while self.participation:
             chosen = set(kept)
             lonely: set[Item] = set()
-            for parent, key, child, column in self.participation:
-                pointed = {self.rows[child][i][column] for t, i in chosen if t == child}
+            for (parent, key, child, _), pointers in zip(self.participation, self.pointed):
+                pointed = {pointers[i] for t, i in chosen if t == child}
                 lonely |= {(t, i) for t, i in chosen if t == parent and self.rows[t][i][key] not in pointed}
             if not lonely:
                 break
@@ -114,13 +133,12 @@ class _Shrinker:
         rows = set(start)
         while True:
             more = set()
-            for child, child_at, parent, parent_at in self.links:
-                source, source_at, target, target_at = (
-                    (parent, parent_at, child, child_at) if towards_children else (child, child_at, parent, parent_at))
-                keys = {tuple(self.rows[source][i][p] for p in source_at) for t, i in rows if t == source}
+            for child, child_keys, parent, parent_keys in self.links:
+                source, source_keys, target, target_keys = (
+                    (parent, parent_keys, child, child_keys) if towards_children else (child, child_keys, parent, parent_keys))
+                keys = {source_keys[i] for t, i in rows if t == source} - {None}
                 if keys:
-                    more |= {(target, i) for i, row in enumerate(self.rows[target])
-                             if (target, i) not in rows and tuple(row[p] for p in target_at) in keys}
+                    more |= {(target, i) for i, key in enumerate(target_keys) if (target, i) not in rows and key in keys}
             if not more:
                 return rows
             rows |= more
@@ -209,6 +227,11 @@ class _Shrinker:
             else:
                 return items
         return items
+
+
+def _key(values: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """A reference or key as rows are matched by it: None when it holds a NULL (it matches nothing)."""
+    return None if None in values else values
 
 
 def _hashable(value: Any) -> Any:
