@@ -56,9 +56,9 @@ SINGER_KNOWN = Invariant(InvariantKind.NOT_NULL, "song", "singer_id")
 
 
 def _check(tmp_path: Path, stress_sql: str, broken: Invariant, gold: str, predicted: str, *,
-           shrunk: bool = False) -> on_neighbours.NeighbourCheck:
+           shrunk: bool = False, own_sql: str = OWN) -> on_neighbours.NeighbourCheck:
     """`predicted` judged against `gold` on one stress neighbour (`stress_sql`) that breaks `broken`."""
-    own = make_db(tmp_path / "own.sqlite", OWN)
+    own = make_db(tmp_path / "own.sqlite", own_sql)
     (tmp_path / "n").mkdir()
     stress = make_db(tmp_path / "n" / "0.sqlite", stress_sql)
     neighbour = Neighbour(stress, 0, f"stress: {broken.words()}", broken, ())
@@ -134,6 +134,19 @@ def test_the_gold_s_not_in_is_the_gold_s_fragility(tmp_path: Path) -> None:
     assert check.fragile_side is FragileSide.GOLD
 
 
+@pytest.mark.parametrize("shrunk", [False, True])
+def test_a_null_sorted_first_as_the_youngest_is_the_gold_s_fragility(tmp_path: Path, shrunk: bool) -> None:
+    """A pet of unknown age: the gold's ORDER BY age LIMIT 1 shows it as the youngest, the
+    prediction's `= min(age)` shows the two youngest known (a tie the gold's LIMIT cuts elsewhere)."""
+    pets = "CREATE TABLE pet(id INTEGER PRIMARY KEY, kind TEXT, age INTEGER);"
+    own = pets + "INSERT INTO pet VALUES (1, 'cat', 3), (2, 'dog', 1), (3, 'dog', 5);"
+    stress = pets + "INSERT INTO pet VALUES (1, 'cat', 3), (2, 'dog', 1), (3, 'dog', 5), (4, 'eel', 1), (5, 'cat', NULL);"
+    gold = "SELECT kind FROM pet ORDER BY age LIMIT 1"
+    predicted = "SELECT kind FROM pet WHERE age = (SELECT min(age) FROM pet)"
+    check = _check(tmp_path, stress, Invariant(InvariantKind.NOT_NULL, "pet", "age"), gold, predicted, shrunk=shrunk, own_sql=own)
+    assert check.is_fragile and check.fragile_side is FragileSide.GOLD
+
+
 def test_a_gold_that_merges_namesakes_against_a_prediction_that_picks_one_is_both(tmp_path: Path) -> None:
     """The gold counts the songs of every Ann, the prediction those of the Ann its scalar subquery
     happens to find first: each result depends on a name naming one singer."""
@@ -150,6 +163,26 @@ def test_a_difference_the_broken_invariant_does_not_explain_cannot_be_told(tmp_p
     predicted = "SELECT title FROM song WHERE title LIKE 'a%'"
     stress = UNKNOWN + "INSERT INTO song VALUES (16, 'ab', 2);"
     check = _check(tmp_path, stress, SINGER_KNOWN, gold, predicted)
+    assert check.is_fragile and check.fragile_side is FragileSide.BOTH
+
+
+def test_a_singer_without_song_counted_zero_is_asked_for_the_gold_that_drops_it_is_fragile(tmp_path: Path) -> None:
+    """Every singer has a song on the case's database; a stress neighbour adds one who has none. The
+    prediction's LEFT JOIN counts her 0, the gold's JOIN drops her: the gold relies on the invariant."""
+    stress = OWN + "INSERT INTO singer VALUES (4, 'Dee');"
+    every_singer_sings = Invariant(InvariantKind.PARTICIPATION, "singer", "id", "song", "singer_id")
+    left = "SELECT s.name, count(song.id) FROM singer AS s LEFT JOIN song ON song.singer_id = s.id GROUP BY s.id"
+    check = _check(tmp_path, stress, every_singer_sings, BY_KEY, left)
+    assert check.is_fragile and check.fragile_side is FragileSide.GOLD
+
+
+def test_a_gold_that_asks_for_what_only_the_stress_neighbour_holds_is_not_blamed(tmp_path: Path) -> None:
+    """"Names shared by two singers": none on the case's database, so the gold returns nothing there;
+    where two singers share a name it finds them and the prediction does not. The gold changing
+    there says nothing against it: the side cannot be told (both, which strict counts)."""
+    gold = "SELECT name FROM singer GROUP BY name HAVING count(*) > 1"
+    predicted = "SELECT name FROM singer GROUP BY id HAVING count(*) > 1"
+    check = _check(tmp_path, NAMESAKES, UNIQUE_NAME, gold, predicted)
     assert check.is_fragile and check.fragile_side is FragileSide.BOTH
 
 
@@ -232,3 +265,28 @@ def test_fragile_fail_fails_only_the_prediction_s_fragility_and_the_terminal_nam
                                  "  fragile passes: gold-merges (gold)"])
     summary = read_report(pytester.path / "strict.json")["summary"]
     assert summary["fragile_by_side"] == {"prediction": 0, "gold": 1, "both": 0} and summary["strict_accuracy"] == 0.5
+
+
+@pytest.mark.parametrize(("table", "column", "excused"), [
+    ("person", "name", True),  # two people called Jordan: the gold's INTERSECT merges them, its difference is excused
+    ("shop", "district", False),  # two shops in one district: that district is the answer, not a merge
+])
+def test_a_set_operation_merges_only_rows_that_share_a_name(tmp_path: Path, table: str, column: str, excused: bool) -> None:
+    """`district ... INTERSECT district ...` asks which districts hold both kinds of shop: a district
+    shared by two shops is the point (Spider dev 0293, 0294; a prediction that repeats the district
+    or wants one shop to be both is wrong). Only where the compared column names its rows (a person's
+    name) do two rows sharing a value merge two entities."""
+    from pytest_nl2sql.judge.fragile_gold import why_gold_is_fragile
+
+    path = make_db(tmp_path / "db.sqlite", f"""
+        CREATE TABLE {table}(id INTEGER PRIMARY KEY, {column} TEXT, n INTEGER);
+        INSERT INTO {table} VALUES (1, 'Jordan', 2000), (2, 'Jordan', 20000), (3, 'Kim', 5000);
+    """)
+    gold = f"SELECT {column} FROM {table} WHERE n < 3000 INTERSECT SELECT {column} FROM {table} WHERE n > 10000"
+    engine = SqliteEngine(path, immutable=True)
+    try:
+        why = why_gold_is_fragile([gold], "sqlite", engine, Limits(timeout=60), frozenset({(table, "id")}), ("Jordan",))
+    finally:
+        engine.close()
+    assert (why == "rows that share a value the gold's INTERSECT compares (a name, not a key), which it merges") is excused
+    assert excused or why is None

@@ -5,8 +5,10 @@ nothing about the prediction. Two shapes, read from the gold with sqlglot:
 - a `LIMIT` inside a subquery that cuts a tie on its `ORDER BY` keys (`stadium_id = (SELECT
   stadium_id ... ORDER BY capacity DESC LIMIT 1)` when two stadiums share the top capacity): the
   database picks one; the top-level `LIMIT` is the tie handling's (`judge.ties`);
-- `EXCEPT` / `INTERSECT` over columns that are not a key (names), where two rows share a value:
-  the gold merges two people called Jordan, a prediction that keeps them apart is at least as right;
+- `EXCEPT` / `INTERSECT` over columns that are names but not a key (`name`, `title`, `fname`, the
+  table's own word), where two rows share a value: the gold merges two people called Jordan, a
+  prediction that keeps them apart is at least as right. Over any other column (a district, a
+  state) the shared value is the answer itself (districts with both kinds of shop), not a merge;
 - a plain column beside one MIN or MAX without GROUP BY (`SELECT min(version), type FROM
   templates`), where several rows hold that minimum: SQLite shows one of them, any of them.
 """
@@ -62,10 +64,19 @@ def why_gold_is_fragile(golds: Sequence[str], dialect: str | None, engine: Engin
         branches = [_projected(branch) for branch in (operation.this, operation.expression)]
         if any(columns is None or any(c in keys for c in columns) for columns in branches):
             continue  # a side returns a key (or cannot be read): equal rows are one entity
+        if not all(_names_its_rows(*column) for columns in branches for column in columns):  # type: ignore[union-attr]
+            continue  # a district or a state shared by two rows is the answer itself, not two entities merged
         if any(_shared(engine, limits, column, dialect, differing) for columns in branches for column in columns):  # type: ignore[union-attr]
             name = "EXCEPT" if isinstance(operation, exp.Except) else "INTERSECT"
-            return f"rows that share a value the gold's {name} compares (not a key), which it merges"
+            return f"rows that share a value the gold's {name} compares (a name, not a key), which it merges"
     return None
+
+
+def _names_its_rows(table: str, column: str) -> bool:
+    """A column called like a name (the invariants' test: `name`, `title`, `…name`, the table's word)."""
+    from pytest_nl2sql.neighbours.invariants import _name_like
+
+    return _name_like(table, column)
 
 
 def _shared(engine: Engine, limits: Limits, column: tuple[str, str], dialect: str | None, values: Sequence[Any]) -> bool:

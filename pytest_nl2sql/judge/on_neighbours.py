@@ -190,7 +190,8 @@ def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRule
         shown = counterexample(shown, predicted, rules, limits, open_engine, shrink, own_gold)
     side = None
     if not failed and fragile_ones:
-        side = fragile_side(([shown] if shown is not None else []) + fragile_ones[1:], predicted, rules, limits, open_engine)
+        side = fragile_side(([shown] if shown is not None else []) + fragile_ones[1:], predicted, rules, limits, open_engine,
+                            own_gold)
     result = NeighbourCheck(checked, failed, shown, len(databases), fragile, side)
     if shown is None and checked == len(databases):  # every database judged it right: nothing to show, nothing timed out
         _remember_pass(remembered, checked)
