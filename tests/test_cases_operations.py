@@ -105,7 +105,7 @@ def test_an_unparseable_file_under_xdist(pytester: pytest.Pytester) -> None:
     make_shop(pytester.path)
     (pytester.path / "bad.nl2sql.yaml").write_text(RUNAWAY)
     write_suite(pytester.path, [{"id": "ok", "gold": "SELECT 1", "predicted": "SELECT 1"}], database="shop.sqlite")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*1 case file could not be read*bad.nl2sql.yaml*"])
 

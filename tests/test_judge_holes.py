@@ -146,7 +146,7 @@ def test_a_prediction_adding_null_or_zero_rows_fails_on_a_neighbour_and_right_re
 
 def test_the_same_verdicts_under_xdist(pytester: pytest.Pytester) -> None:
     _staff_suite(pytester.path, WRONG[:1] + WRONG[2:3] + RIGHT[:1])
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=1, failed=2)
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*nl2sql case ge-zero*: mismatch (neighbour database)*"])
