@@ -118,7 +118,7 @@ def test_without_the_compiler_the_case_is_not_judged_and_says_how_to_set_it_up(
                                 {"id": "sql", "gold": COUNT, "predicted": COUNT}], database="singers.sqlite")
     (tmp_path / "no-compiler").mkdir()
     monkeypatch.setenv("NL2SQL_MALLOY_HOME", str(tmp_path / "no-compiler"))
-    result = pytester.runpytest_subprocess("--nl2sql-report=json:r.json", "-p", "no:randomly")
+    result = pytester.runpytest("--nl2sql-report=json:r.json", "-p", "no:randomly")
     result.assert_outcomes(passed=1, failed=1)  # judged at call time, like a lost connection: not in the accuracy
     result.stdout.fnmatch_lines(["*nl2sql case right is broken (gold_error)*", "*run `nl2sql malloy-setup`*"])
     items = {i["id"]: i for i in read_report(pytester.path / "r.json")["items"]}
