@@ -11,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import pytest_nl2sql.engines.sqlite as sqlite_engine_module
+from helpers import generous
 from pytest_nl2sql.engines import (
     DatabaseMissing,
     EngineCache,
@@ -28,7 +30,11 @@ from pytest_nl2sql.engines import (
 )
 from pytest_nl2sql.engines.sqlite import HEAP_LIMIT_BYTES, SqliteEngine
 
-LIMITS = Limits(timeout=0.5, max_rows=1_000, max_bytes=1_000_000, max_value_bytes=100_000)
+# A query that never ends is stopped after 0.5 s; any other must end (in a result, a cap or a
+# refusal) within a limit that follows the machine's load: under load, a cap reached in 0.2 s
+# took more than 0.5 s and ended as a timeout instead.
+FOREVER = Limits(timeout=0.5, max_rows=1_000, max_bytes=1_000_000, max_value_bytes=100_000)
+LIMITS = replace(FOREVER, timeout=generous(2))
 
 ORIGINAL_T = [(1, "one"), (2, "two"), (3, "three")]
 BIG_ROWS = 2_000
@@ -181,7 +187,7 @@ def test_hostile_query_is_refused_and_leaves_nothing(
     listing = sorted(p.name for p in database.parent.iterdir())
 
     with pytest.raises(expected) as caught:
-        engine.execute(sql, LIMITS)
+        engine.execute(sql, FOREVER if expected is QueryTimeout else LIMITS)
 
     assert str(caught.value)  # the user sees a message, not an empty string
     assert _sha256(database) == digest
@@ -202,7 +208,7 @@ def test_denial_message_names_the_refused_operation(engine: SqliteEngine) -> Non
 
 def test_timeout_message_names_the_limit(engine: SqliteEngine) -> None:
     with pytest.raises(QueryTimeout, match="0.5 s"):
-        engine.execute(COUNT_FOREVER, LIMITS)
+        engine.execute(COUNT_FOREVER, FOREVER)
 
 
 def test_too_many_rows_message_says_which_cap(engine: SqliteEngine) -> None:
@@ -233,7 +239,7 @@ def test_every_hostile_query_in_a_row_leaves_no_state(database: Path) -> None:
     try:
         for _, sql, expected in HOSTILE:
             with pytest.raises(expected):
-                engine.execute(sql, LIMITS)
+                engine.execute(sql, FOREVER if expected is QueryTimeout else LIMITS)
         assert engine.execute("SELECT * FROM t ORDER BY x", LIMITS).rows == ORIGINAL_T
         assert engine.execute("SELECT 1", LIMITS).rows == [(1,)]
     finally:
