@@ -42,6 +42,11 @@ class Reason(str, Enum):
     FRAGILE = "neighbour database (fragile)"  # differs only on data the case's database never shows (--nl2sql-fragile=fail)
 
 
+# The reasons of a prediction right on the case's own database and wrong on a neighbour of it: a
+# failure a reader may dispute (reviews, the gold audit, the summary's neighbour count).
+NEIGHBOUR_REASONS = (Reason.NEIGHBOUR.value, Reason.FRAGILE.value)
+
+
 class NearMiss(str, Enum):
     """What kind of near miss a `mismatch` was (the JSON item's `near_miss`), in the contract's
     order: where several fit, the first one is named."""

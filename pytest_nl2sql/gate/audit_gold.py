@@ -39,10 +39,9 @@ from typing import Any, TextIO
 from pytest_nl2sql.gate.report_file import ReportFileError, read_report_file
 from pytest_nl2sql.judge.equality import result_fingerprint
 from pytest_nl2sql.shown import safe_lines
-from pytest_nl2sql.vocab import GoldFinding, Reason, Verdict
+from pytest_nl2sql.vocab import NEIGHBOUR_REASONS, GoldFinding, Verdict
 
 COMMAND = "audit-gold"
-NEIGHBOUR_REASONS = (Reason.NEIGHBOUR.value, Reason.FRAGILE.value)
 SHOWN_ROWS = 10  # evidence rows of one table shown in the md output
 KINDS = tuple(kind.value for kind in GoldFinding)
 # The fingerprints of results that hold nothing: no row, or one row of up to 4 values each 0 or

@@ -38,7 +38,7 @@ from pytest_nl2sql.cases.parse import yaml_documents, yaml_error
 from pytest_nl2sql.files import FileTooLarge, atomic_write_text, read_text_capped
 from pytest_nl2sql.judge.result import CaseResult
 from pytest_nl2sql.shown import ShownWarning
-from pytest_nl2sql.vocab import REVIEWED_REASON, Dispute, Kind, Reason, ReviewDecision, Verdict
+from pytest_nl2sql.vocab import NEIGHBOUR_REASONS, REVIEWED_REASON, Dispute, Kind, ReviewDecision, Verdict
 
 HOOK = "hook"  # `by` of a suggestion made by the pytest_nl2sql_review hook
 ENTRY_KEYS = ("id", "file", "decision", "note", "by", "at", "gold", "predicted", "database_hash")
@@ -299,7 +299,7 @@ def disputes(item: CaseResult | Mapping[str, Any]) -> tuple[Dispute, ...]:
     review = data.get("review") if isinstance(data.get("review"), Mapping) else {}
     before = review.get("verdict_before", verdict), review.get("reason_before", reason)  # a reviewed case stays disputed
     found = []
-    if before[0] == Verdict.MISMATCH.value and before[1] in (Reason.NEIGHBOUR.value, Reason.FRAGILE.value):
+    if before[0] == Verdict.MISMATCH.value and before[1] in NEIGHBOUR_REASONS:
         found.append(Dispute.NEIGHBOUR_FAILURE)
     if before[0] == Verdict.PASS.value and (neighbours.get("fragile") or 0) > 0 and not neighbours.get("failed"):
         found.append(Dispute.FRAGILE_PASS)

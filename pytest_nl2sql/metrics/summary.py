@@ -28,7 +28,7 @@ from pytest_nl2sql.metrics.efficiency import summarize_efficiency
 from pytest_nl2sql.metrics.repeats import summarize_repeats, summarize_retries, without_recorded_answers
 from pytest_nl2sql.metrics.soft import mean_scores
 from pytest_nl2sql.metrics.termselection import aggregate_term_selection
-from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, FragileSide, Kind, Reason, Verdict
+from pytest_nl2sql.vocab import HARDNESS_ORDER, NEAR_MISSES, NEIGHBOUR_REASONS, FragileSide, Kind, Verdict
 
 
 def _bucket(results: list[CaseResult]) -> dict[str, Any]:
@@ -183,7 +183,7 @@ def _mean(values: list[float], summed: float | None) -> float:
 def caught_by_neighbours(result: CaseResult) -> bool:
     """Right on the case's own database, wrong on one of its neighbour databases (or only on
     stress neighbours, under `--nl2sql-fragile=fail`)."""
-    return result.verdict is Verdict.MISMATCH and result.reason in (Reason.NEIGHBOUR.value, Reason.FRAGILE.value)
+    return result.verdict is Verdict.MISMATCH and result.reason in NEIGHBOUR_REASONS
 
 
 def is_fragile_pass(result: CaseResult) -> bool:
