@@ -13,6 +13,7 @@ break in CI (a database file outside the repo, a server on this machine) is said
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -140,17 +141,11 @@ def _database_key(spec: DatabaseSpec, given: str, suites: Path) -> str:
     """What the suite's `database:` says: a file relative to the suite (so the repo moves as a
     whole), a server URL as given but without its password (a password is no thing to commit)."""
     if spec.path is not None:
-        relative = Path(_relpath(spec.path.resolve(), suites.resolve()))
+        relative = Path(os.path.relpath(spec.path.resolve(), suites.resolve()))
         return f"duckdb:///{relative.as_posix()}" if spec.kind is EngineKind.DUCKDB else relative.as_posix()
     if spec.server is not None and spec.server.password:
         return given.replace(f":{spec.server.password}@", "@", 1)
     return given
-
-
-def _relpath(path: Path, start: Path) -> str:
-    import os
-
-    return os.path.relpath(path, start)
 
 
 def _write_example_database(path: Path) -> None:
