@@ -1,5 +1,8 @@
 """Classes of data the neighbour generator makes so that wrong answers that one database hides
-fail (issue 31), and counterexamples that keep a parent referenced by text ('4' against the key 4)."""
+fail (issue 31): no tie where a gold's LIMIT cuts (and a tie at the top where the gold settles it
+itself), a value on both sides of a set operation, NULL references where the source holds them,
+groups whose aggregate sits on a HAVING bound; and counterexamples that keep a parent referenced
+by text ('4' against the key 4)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,209 @@ import sqlite3
 from pathlib import Path
 
 from helpers import make_db
+from pytest_nl2sql.cases.read import Case
+from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
+from pytest_nl2sql.neighbours import neighbours_for
+from pytest_nl2sql.neighbours.literals import read_golds
 from pytest_nl2sql.neighbours.schema import open_source
+from pytest_nl2sql.vocab import Verdict
+
+LABEL = CaseLabel("generator.yml::case", "generator.yml")
+
+POKER = """
+    CREATE TABLE people(People_ID INTEGER PRIMARY KEY, Name TEXT, Height REAL);
+    CREATE TABLE poker_player(Poker_Player_ID INTEGER PRIMARY KEY, People_ID INTEGER REFERENCES people(People_ID),
+                              Money_Rank REAL, Earnings REAL);
+    INSERT INTO people VALUES (1, 'Aleksey Ostapenko', 207.0), (2, 'Teodor Salparov', 182.0), (3, 'Yevgeni Sivozhelez', 196.0),
+        (4, 'Maksim Botin', 194.0), (5, 'Semen Poltavskiy', 205.0), (6, 'Sergey Grankin', 193.0), (7, 'Roman Bragin', 187.0);
+    INSERT INTO poker_player VALUES (1, 1, 68.0, 476090.0), (2, 2, 141.0, 189233.0), (3, 5, 166.0, 104871.0),
+        (4, 6, 58.0, 596462.0), (5, 7, 154.0, 142800.0);
+"""
+TALLEST = "SELECT T2.Money_Rank FROM people AS T1 JOIN poker_player AS T2 ON T1.People_ID = T2.People_ID ORDER BY T1.Height DESC LIMIT 1"
+
+SINGERS = """
+    CREATE TABLE singer(id INTEGER PRIMARY KEY, name TEXT, age INTEGER, country TEXT, net_worth REAL);
+    INSERT INTO singer VALUES (1, 'Joe', 52, 'France', 30.0), (2, 'Tim', 43, 'USA', 12.5), (3, 'Ann', 29, 'USA', 8.0),
+        (4, 'Liz', 61, 'UK', 44.0), (5, 'Bob', 35, 'France', 3.5), (6, 'Sue', 47, 'UK', 19.0), (7, 'Kim', 38, 'USA', 22.0);
+"""
+
+SCHOOL = """
+    CREATE TABLE teacher(id INTEGER PRIMARY KEY, name TEXT, age INTEGER);
+    CREATE TABLE student(id INTEGER PRIMARY KEY, name TEXT, grade INTEGER);
+    INSERT INTO teacher VALUES (1, 'Mona', 40), (2, 'Nils', 51), (3, 'Omar', 33), (4, 'Pia', 45);
+    INSERT INTO student VALUES (1, 'Ann', 9), (2, 'Bea', 10), (3, 'Cal', 11), (4, 'Dee', 9), (5, 'Eve', 12), (6, 'Fay', 10);
+"""
+
+SHOP = """
+    CREATE TABLE customer(id INTEGER PRIMARY KEY, name TEXT, city TEXT);
+    CREATE TABLE orders(id INTEGER PRIMARY KEY, customer_id INTEGER REFERENCES customer(id), amount REAL, status TEXT);
+    INSERT INTO customer VALUES (1, 'Acme', 'Oslo'), (2, 'Bolt', 'Rome'), (3, 'Cord', 'Oslo'), (4, 'Dart', 'Lima'), (5, 'Echo', 'Rome');
+    INSERT INTO orders VALUES (1, 1, 10.0, 'paid'), (2, 1, 25.0, 'paid'), (3, 2, 7.5, 'open'), (4, NULL, 12.0, 'open'),
+        (5, 3, 30.0, 'paid'), (6, NULL, 5.0, 'open'), (7, 4, 8.0, 'paid'), (8, 5, 19.0, 'refunded'), (9, 2, 40.0, 'refunded'),
+        (10, 3, 15.0, 'paid');
+"""
+BIGGEST_PAID = ("SELECT o.id, c.name FROM orders AS o JOIN customer AS c ON o.customer_id = c.id WHERE o.status = 'paid'"
+                " ORDER BY o.amount DESC LIMIT 3")
+
+EVALUATION = """
+    CREATE TABLE employee(Employee_ID INTEGER PRIMARY KEY, Name TEXT, Age INTEGER);
+    CREATE TABLE evaluation(Employee_ID INTEGER REFERENCES employee(Employee_ID), Year_awarded TEXT, Bonus REAL,
+                            PRIMARY KEY (Employee_ID, Year_awarded));
+    INSERT INTO employee VALUES (1, 'George Chuter', 23), (2, 'Lee Mears', 29), (3, 'Mark Regan', 43), (4, 'Jason Hobson', 30),
+        (5, 'Tim Payne', 29), (6, 'Andrew Sheridan', 28);
+    INSERT INTO evaluation VALUES (1, '2011', 3000.0), (2, '2015', 3200.0), (1, '2016', 2900.0), (4, '2017', 3200.0),
+        (5, '2018', 4000.0), (1, '2018', 3900.0), (3, '2012', 1500.0);
+"""
+
+
+def _judge(path: Path, gold: str, predicted: str) -> object:
+    case = Case(id="case", file=path.parent / "generator.yml", line=1, position=0, database=path.name,
+                database_target=str(path), gold=(gold,), predicted=predicted)
+    return Pipeline(RunOptions(cache_dir=path.parent / f"cache-{path.stem}")).evaluate(case, LABEL).result
+
+
+def _fails_on_a_neighbour(result: object) -> bool:
+    return result.verdict is Verdict.MISMATCH and result.reason == "neighbour database"  # type: ignore[attr-defined]
+
+
+def _passes(result: object) -> bool:
+    return result.verdict is Verdict.PASS and result.neighbours["failed"] == 0  # type: ignore[attr-defined]
+
+
+# ----------------------------------------------------------------------------- ties at the top
+
+def test_what_the_gold_ranks_by_is_read(tmp_path: Path) -> None:
+    from pytest_nl2sql.neighbours.literals import Top
+
+    reader = open_source(make_db(tmp_path / "singers.sqlite", SINGERS), "sqlite")
+    schema = reader.schema()
+    reader.close()
+
+    def tops(gold: str) -> tuple:
+        facts = read_golds([gold], "sqlite", schema)
+        assert facts is not None
+        return facts.tops
+
+    assert tops("SELECT name FROM singer WHERE age = (SELECT max(age) FROM singer)") == (Top(("singer", "age"), True, 1, True, extreme=True),)
+    assert tops("SELECT name FROM singer ORDER BY net_worth LIMIT 2") == (Top(("singer", "net_worth"), False, 2, False),)
+    assert tops("SELECT name FROM singer ORDER BY age DESC, name LIMIT 1") == (Top(("singer", "age"), True, 1, True),)
+    assert tops("SELECT country FROM singer GROUP BY country ORDER BY count(*) DESC LIMIT 1") == (
+        Top(None, True, 1, False, (("singer", "country"),)),)
+    assert tops("SELECT age FROM singer ORDER BY age DESC LIMIT 1") == ()  # it shows only what it ranks by
+
+
+def test_no_plausible_neighbour_ties_where_the_gold_s_limit_cuts(tmp_path: Path) -> None:
+    """'The money rank of the tallest poker player': a tall person with two players (their rows tie
+    on the height), or two people of one height, leave the gold's pick to the database, and such a
+    neighbour is not counted. Every plausible neighbour has one row at the top (5 of 6 tied before)."""
+    path = make_db(tmp_path / "poker.sqlite", POKER)
+    found = neighbours_for(path, [TALLEST], 3, cache_dir=tmp_path / "cache")
+    plausible = [n for n in found if n.breaks is None]
+    assert plausible
+    for neighbour in plausible:
+        connection = sqlite3.connect(neighbour.path)
+        try:
+            top = connection.execute(TALLEST.replace("SELECT T2.Money_Rank", "SELECT T1.Height").replace("LIMIT 1", "LIMIT 2")).fetchall()
+        finally:
+            connection.close()
+        assert len(top) < 2 or top[0] != top[1], neighbour.note
+
+
+def test_a_top_one_pick_is_judged_on_every_neighbour(tmp_path: Path) -> None:
+    """Each neighbour where the gold's pick is determined counts: a right rewrite is checked on all
+    of them (on 2 of 6 before), and a pick by another column that agrees on the case's database
+    fails on one."""
+    path = make_db(tmp_path / "poker.sqlite", POKER)
+    right = _judge(path, TALLEST, "SELECT T2.Money_Rank FROM people AS T1 JOIN poker_player AS T2 ON T1.People_ID = T2.People_ID"
+                                  " WHERE T1.Height = (SELECT max(p.Height) FROM people AS p JOIN poker_player AS q"
+                                  " ON p.People_ID = q.People_ID)")
+    assert _passes(right)
+    assert right.neighbours["checked"] == len(neighbours_for(path, [TALLEST], 3, cache_dir=tmp_path / "cache-poker"))
+    wrong = _judge(path, TALLEST, TALLEST.replace("ORDER BY T1.Height DESC", "ORDER BY T1.Name"))
+    assert _fails_on_a_neighbour(wrong)
+
+
+def test_the_tallest_person_is_not_the_tallest_player(tmp_path: Path) -> None:
+    """Spider's 'money rank of the tallest poker player' answered with the tallest of all people:
+    right on the case's database (the tallest person plays), wrong where a taller person does not,
+    which the source allows (two of its seven people play no poker)."""
+    path = make_db(tmp_path / "poker.sqlite", POKER)
+    wrong = _judge(path, TALLEST, TALLEST.replace("ORDER BY T1.Height DESC LIMIT 1",
+                                                  "WHERE T1.Height = (SELECT max(Height) FROM people)"))
+    assert _fails_on_a_neighbour(wrong)
+    assert wrong.neighbours["counterexample"]["breaks"] is None
+
+
+def test_a_gold_that_keeps_every_tied_group_fails_a_pick_of_one(tmp_path: Path) -> None:
+    """The gold keeps every country with the most singers; `ORDER BY count(*) DESC LIMIT 1` keeps
+    one. Only a tie at the top tells them apart, and the gold settles it: a neighbour has one."""
+    path = make_db(tmp_path / "singers.sqlite", SINGERS)
+    gold = ("SELECT country FROM singer GROUP BY country HAVING count(*) = "
+            "(SELECT count(*) FROM singer GROUP BY country ORDER BY count(*) DESC LIMIT 1)")
+    wrong = _judge(path, gold, "SELECT country FROM singer GROUP BY country ORDER BY count(*) DESC LIMIT 1")
+    assert _fails_on_a_neighbour(wrong)
+    right = _judge(path, gold, "SELECT country FROM singer GROUP BY country HAVING count(*) = "
+                               "(SELECT max(n) FROM (SELECT count(*) AS n FROM singer GROUP BY country))")
+    assert _passes(right)
+
+
+# ----------------------------------------------------------------------------- values on both sides
+
+def test_an_except_left_out_fails_where_a_name_is_on_both_sides(tmp_path: Path) -> None:
+    """No teacher is called like a student on the case's database, so `EXCEPT SELECT name FROM
+    student` removes nothing there; a neighbour where one is shows it."""
+    path = make_db(tmp_path / "school.sqlite", SCHOOL)
+    gold = "SELECT name FROM teacher EXCEPT SELECT name FROM student"
+    assert _fails_on_a_neighbour(_judge(path, gold, "SELECT name FROM teacher"))
+    assert _passes(_judge(path, gold, "SELECT DISTINCT name FROM teacher WHERE name NOT IN (SELECT name FROM student)"))
+
+
+# ----------------------------------------------------------------------------- NULL references
+
+def test_left_join_for_join_fails_where_the_source_holds_null_references(tmp_path: Path) -> None:
+    """Orders without a customer exist in the source (none of them paid): a paid one without a
+    customer is plausible, and `LEFT JOIN` for `JOIN` shows there."""
+    path = make_db(tmp_path / "shop.sqlite", SHOP)
+    wrong = _judge(path, BIGGEST_PAID, BIGGEST_PAID.replace(" JOIN customer", " LEFT JOIN customer"))
+    assert _fails_on_a_neighbour(wrong)
+    assert wrong.neighbours["counterexample"]["breaks"] is None  # a plausible neighbour, not a stress one
+    right = _judge(path, BIGGEST_PAID, "SELECT o.id, c.name FROM customer AS c JOIN orders AS o ON c.id = o.customer_id"
+                                       " WHERE o.status = 'paid' ORDER BY o.amount DESC LIMIT 3")
+    assert _passes(right)
+
+
+def test_null_references_only_where_the_source_holds_them(tmp_path: Path) -> None:
+    gold = "SELECT o.id, c.name FROM orders AS o JOIN customer AS c ON o.customer_id = c.id WHERE o.status = 'paid'"
+
+    def null_paid(path: Path) -> list[int]:
+        counts = []
+        for neighbour in neighbours_for(path, [gold], 3, cache_dir=path.parent / f"cache-{path.stem}"):
+            if neighbour.breaks is None:
+                connection = sqlite3.connect(neighbour.path)
+                counts.append(connection.execute(
+                    "SELECT count(*) FROM orders WHERE status = 'paid' AND customer_id IS NULL").fetchone()[0])
+                connection.close()
+        return counts
+
+    with_nulls = null_paid(make_db(tmp_path / "shop.sqlite", SHOP))
+    assert with_nulls and all(with_nulls)
+    without = null_paid(make_db(tmp_path / "tidy.sqlite", SHOP.replace("NULL, 12.0", "1, 12.0").replace("NULL, 5.0", "2, 5.0")))
+    assert without and not any(without)
+
+
+# ----------------------------------------------------------------------------- boundaries of HAVING
+
+def test_a_having_bound_on_an_aggregate_is_held_by_a_group(tmp_path: Path) -> None:
+    """No employee's bonuses sum to 3500 exactly, nor does one's greatest bonus come to 3100: a
+    group of its own on the bound tells `>=` from `>` (and `<=` from `<`)."""
+    path = make_db(tmp_path / "evaluation.sqlite", EVALUATION)
+    gold = "SELECT Employee_ID, sum(Bonus) FROM evaluation GROUP BY Employee_ID HAVING sum(Bonus) > 3500"
+    assert _fails_on_a_neighbour(_judge(path, gold, gold.replace("> 3500", ">= 3500")))
+    assert _passes(_judge(path, gold, gold.replace("> 3500", "<> 0 AND NOT sum(Bonus) <= 3500")))
+    greatest = ("SELECT T1.Name, max(T2.Bonus) FROM employee AS T1 JOIN evaluation AS T2 ON T1.Employee_ID = T2.Employee_ID"
+                " GROUP BY T1.Employee_ID HAVING max(T2.Bonus) < 3100")
+    assert _fails_on_a_neighbour(_judge(path, greatest, greatest.replace("< 3100", "<= 3100")))
+
 
 # ----------------------------------------------------------------------------- counterexamples
 

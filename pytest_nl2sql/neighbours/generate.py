@@ -1,6 +1,8 @@
 """Building one candidate neighbour: rows sampled from the source, rows made to sit on and next to
 the gold's literals, duplicated rows, several rows per group, NULLs, chains of joined rows (one per
-boundary value, through every table the gold reads); then repaired so that every
+boundary value, through every table the gold reads), groups on a HAVING bound, values on both sides
+of a set operation, NULL references where the source has them, a ranking's top untied where the
+gold's LIMIT cuts it (tied where the gold settles ties itself); then repaired so that every
 primary key, UNIQUE, NOT NULL and foreign key holds (Spider's own data does not always), and
 written into a fresh database with the source's CREATE statements.
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import hashlib
 import random
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -21,9 +24,18 @@ from typing import Any
 
 from pytest_nl2sql.neighbours import budget
 from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
-from pytest_nl2sql.neighbours.literals import GoldFacts, Hint
+from pytest_nl2sql.neighbours.literals import GoldFacts, Hint, Top
 from pytest_nl2sql.neighbours.schema import DATE, DUCKDB_HOST, INT, OTHER, REAL, TEXT, TIMESTAMP, ForeignKey, Schema, Table, quote
-from pytest_nl2sql.neighbours.values import Unstorable, fresh_value, hint_holds, hint_values, satisfying, stored
+from pytest_nl2sql.neighbours.values import (
+    Unstorable,
+    fresh_value,
+    hint_holds,
+    hint_values,
+    satisfying,
+    sort_key,
+    step_away,
+    stored,
+)
 
 Rows = dict[str, list[tuple[Any, ...]]]  # table name -> rows in column order
 
@@ -112,6 +124,10 @@ class CandidateBuilder:
         self.flavour = flavour
         self.read_by_gold = {name.lower() for name in facts.tables}
         self.fresh_counter = 0
+        # the draws of the steps for ties, shared values and NULL references: their own, so that a
+        # gold without those shapes gets the rows it always got
+        self.extra = random.Random(hashlib.sha256(repr(rng.getstate()).encode()).digest())
+        self.seen: set[str] = set()  # tables whose source sample held rows
 
     def build(self) -> Rows:
         rows: Rows = {}
@@ -124,6 +140,8 @@ class CandidateBuilder:
             else:
                 wanted = 0 if self.flavour.sparse else OTHER_TABLE_ROWS
             rows[table.name] = [self._stored_row(table, row) for row in self.source.sample(table, wanted, self.rng)] if wanted else []
+            if rows[table.name]:
+                self.seen.add(table.name)
             if not rows[table.name] and wanted and table.name.lower() in self.read_by_gold:  # the source's table is empty
                 rows[table.name] = [tuple(self._synthetic(table, self.rng)) for _ in range(wanted)]
         self._pull_parents(rows, order)
@@ -154,10 +172,281 @@ class CandidateBuilder:
             self._chains(rows)
         if self.flavour.groups:
             self._spread(rows)
+        main, self.rng = self.rng, self.extra  # the steps below draw from their own rng
+        try:
+            self._shared_values(rows)
+            if self.flavour.hints:
+                self._bound_groups(rows)
+        finally:
+            self.rng = main
         self._empty_parents(rows, order)
         if self.flavour.nulls:
             self._nulls(rows)
+        main, self.rng = self.rng, self.extra
+        try:
+            self._null_references(rows)
+            for top in self.facts.tops:
+                if top.determined and self.flavour.duplicates:
+                    self._tie_at_top(rows, top)
+                elif not top.determined:
+                    self._untie_at_cut(rows, top)
+                if not top.extreme and top.key is not None:
+                    self._past_the_top(rows, top)
+        finally:
+            self.rng = main
         return rows
+
+    # ------------------------------------------------------------------ ties, shared values, NULL references
+
+    def _gold_tables(self) -> list[Table]:
+        return [t for t in (self.schema.table(name) for name in self.facts.tables) if t is not None]
+
+    def _shared_values(self, rows: Rows) -> None:
+        """A value on both sides of each set operation of the gold over two tables' columns
+        (`SELECT name FROM teacher EXCEPT SELECT name FROM student`): a joined row whose right-hand
+        column holds a value of the left-hand one, so that an EXCEPT left out (or an INTERSECT
+        that never holds a row) shows."""
+        tables = self._gold_tables()
+        for (left_table, left_column), (right_table, right_column) in self.facts.shared:
+            left, right = self.schema.table(left_table), self.schema.table(right_table)
+            if left is None or right is None or left is right or not rows[left.name] or right not in tables:
+                continue
+            at, to = left.position(left_column), right.position(right_column)
+            held = {row[to] for row in rows[right.name]}
+            values = [v for v in dict.fromkeys(row[at] for row in rows[left.name] if self._satisfies(left, row))
+                      if v is not None and stored_or_none(v, right.columns[to], self.schema.kind) not in held | {None}]
+            for value in self.rng.sample(values, min(2, len(values))):
+                value = stored_or_none(value, right.columns[to], self.schema.kind)
+                self._chain(rows, tables, Hint((right.name, right.columns[to].name), "=", value), value, random.Random(self.rng.random()))
+        for left_hints, right_hints in self.facts.sides:  # one table on both sides, other conditions
+            for mine, theirs in ((left_hints, right_hints), (right_hints, left_hints)):
+                pairs = [(hint, value) for hint in mine for value in self._values_of(hint)]
+                for hint, value in self.rng.sample(pairs, min(4, len(pairs))):
+                    other = self.rng.choice(theirs)
+                    answers = self._values_of(other, satisfying)
+                    if not answers:
+                        continue
+                    seed = self.rng.random()  # the same seed: the same template rows, so the same values shown
+                    self._chain(rows, tables, hint, value, random.Random(seed))
+                    self._chain(rows, tables, other, self.rng.choice(answers), random.Random(seed))
+
+    def _values_of(self, hint: Hint, values: Callable[[Hint, str], list[Any]] = hint_values) -> list[Any]:
+        """The hint's values (`hint_values`, or `satisfying`) as its column stores them."""
+        table = self.schema.table(hint.column[0])
+        column = table.column(hint.column[1]) if table is not None else None
+        if column is None:
+            return []
+        stored_values = (stored_or_none(v, column, self.schema.kind) for v in values(hint, column.value_class))
+        return [v for v in dict.fromkeys(stored_values) if v is not None]
+
+    def _bound_groups(self, rows: Rows) -> None:
+        """For each `HAVING max/min/avg/sum(x) op v` of the gold, joined rows of their own at v and
+        next to it (texts tagged, keys fresh: a group of one where the gold groups by a key or a
+        name), whose aggregate then sits on the bound: `>=` for `>` shows."""
+        tables = self._gold_tables()
+        for bound in self.facts.bounds:
+            table = self.schema.table(bound.column[0])
+            column = table.column(bound.column[1]) if table is not None else None
+            if table is None or column is None or table not in tables:
+                continue
+            for value in hint_values(bound, column.value_class):
+                value = stored_or_none(value, column, self.schema.kind)
+                if value is not None:
+                    self._chain(rows, tables, Hint((table.name, column.name), "=", value), value,
+                                random.Random(self.rng.random()), tagged=True, fresh=self.facts.grouped)
+
+    def _null_references(self, rows: Rows) -> None:
+        """A NULL in a column the gold joins on, in a row that meets the gold's conditions on its
+        table, where the source holds NULLs in that column (a warehouse's orders without a
+        customer): plausible data, on which `LEFT JOIN` for `JOIN` shows."""
+        for table_name, column_name in dict.fromkeys(ref for pair in self.facts.equated for ref in pair):
+            table = self.schema.table(table_name)
+            column = table.column(column_name) if table is not None else None
+            if table is None or column is None or table.name not in self.seen or column.not_null or column.name in table.primary_key:
+                continue  # the source shows no NULL there (or nothing at all)
+            position = table.position(column.name)
+            chosen = [i for i, row in enumerate(rows[table.name]) if row[position] is not None and self._satisfies(table, row)]
+            for i in self.rng.sample(chosen, min(2 if self.flavour.duplicates else 1, len(chosen))):
+                row = rows[table.name][i]
+                rows[table.name][i] = row[:position] + (None,) + row[position + 1:]
+
+    def _tie_at_top(self, rows: Rows, top: Top) -> None:
+        """Rows tied at the top of a ranking whose ties the gold settles itself (`x = (SELECT max(x)
+        ...)` keeps them all, a further ORDER BY key orders them): two joined rows at the greatest
+        (least) value the column holds where the gold's conditions hold, or two groups one row
+        larger than any, so that `ORDER BY x DESC LIMIT 1`, or another tie-break, shows."""
+        tables = self._gold_tables()
+        if not tables:
+            return
+        if top.key is None:
+            sizes = self._group_sizes(rows, top)
+            if sizes is None:
+                return
+            size = max((len(members) for members in sizes[2].values()), default=0) + 1
+            for _ in range(2):  # as `_chains` makes a HAVING's groups: the group's row shared, texts tagged
+                self._chain(rows, tables, None, None, random.Random(self.rng.random()), tagged=True, fanout=size)
+            return
+        table = self.schema.table(top.key[0])
+        if table is None or table not in tables or any(key == (top.key[1],) for key in table.uniques):
+            return
+        position = table.position(top.key[1])
+        values = [row[position] for row in rows[table.name] if row[position] is not None and self._satisfies(table, row)]
+        if not values:
+            return
+        extreme = (max if top.descending else min)(values, key=sort_key)
+        for _ in range(2):
+            self._chain(rows, tables, Hint((table.name, table.columns[position].name), "=", extreme), extreme,
+                        random.Random(self.rng.random()))
+
+    def _untie_at_cut(self, rows: Rows, top: Top) -> None:
+        """No tie where the gold's `LIMIT k` cuts its ranking (`ORDER BY height DESC LIMIT 1`), as
+        far as the rows tell it without running the gold: its answer there is then determined, and
+        the neighbour is counted (a tie at the cut leaves the gold's pick to the database, and such
+        a neighbour tells nothing). Rows tied with the k-th past the cut move one step away from
+        the top; a parent at the cut with more joined children than the cut leaves room for gives
+        the others to a parent far from the top; groups tied at the cut get one more member on the
+        side of the cut they are on."""
+        if top.key is None:
+            self._untie_groups(rows, top)
+            return
+        table = self.schema.table(top.key[0])
+        if table is None or table.name not in rows or any(key == (top.key[1],) for key in table.uniques):
+            return
+        position = table.position(top.key[1])
+        order = sorted((i for i, row in enumerate(rows[table.name]) if row[position] is not None and self._satisfies(table, row)),
+                       key=lambda i: sort_key(rows[table.name][i][position]), reverse=top.descending)
+        children = self._children(rows, table)
+        counts = [len(children[i]) if children is not None else 1 for i in order]
+        slots = [i for i, n in zip(order, counts) for _ in range(n)]  # the result's rows, in the gold's order (roughly)
+        if len(slots) <= top.limit:
+            return
+        last, next_ = slots[top.limit - 1], slots[top.limit]
+        if last == next_ and children is not None:
+            kept = top.limit - slots.index(last)  # children of the row at the cut that fit before it
+            elsewhere = [i for i in reversed(order) if i != last]
+            if elsewhere:
+                child, pointer, referenced = children[last][0][0], children[last][0][2], children[last][0][3]
+                far = rows[table.name][elsewhere[0]]
+                for _, index, _, _ in children[last][kept:]:
+                    row = list(rows[child][index])
+                    for p, r in zip(pointer, referenced):
+                        row[p] = far[r]
+                    rows[child][index] = tuple(row)
+            return
+        value = rows[table.name][last][position]
+        if rows[table.name][next_][position] != value:
+            return
+        moved = step_away(value, top.descending)
+        moved = stored_or_none(moved, table.columns[position], self.schema.kind) if moved is not None else None
+        if moved is None:
+            return
+        before = set(slots[:top.limit])
+        for i in order:
+            row = rows[table.name][i]
+            if i not in before and row[position] == value:
+                rows[table.name][i] = row[:position] + (moved,) + row[position + 1:]
+
+    def _past_the_top(self, rows: Rows, top: Top) -> None:
+        """A row past the top of what the gold ranks by that the gold's joins leave out: a parent
+        with no joined child (the tallest person, who plays no poker), or a child whose parent
+        misses the gold's conditions, so that the greatest of the whole table (`= (SELECT
+        max(height) FROM people)`) is told from the gold's top."""
+        table = self.schema.table(top.key[0]) if top.key is not None else None
+        tables = self._gold_tables()
+        if table is None or table not in tables:
+            return
+        position = table.position(top.key[1])  # type: ignore[index]
+        values = [row[position] for row in rows[table.name] if row[position] is not None]
+        good = [row for row in rows[table.name] if self._satisfies(table, row)]
+        if not values or not good:
+            return
+        beyond = step_away((max if top.descending else min)(values, key=sort_key), not top.descending)
+        beyond = stored_or_none(beyond, table.columns[position], self.schema.kind) if beyond is not None else None
+        if beyond is None:
+            return
+        row = list(self.rng.choice(good))
+        row[position] = beyond
+        referenced = {c for child in tables if child is not table for fk in self.links.get(child.name, [])
+                      if (found := parent_columns(self.schema, fk)) is not None and found[0] is table for c in found[1]}
+        if referenced:  # a parent of its own key: no joined row points at it
+            for name in referenced:
+                at = table.position(name)
+                self.fresh_counter += 1
+                row[at] = stored_or_none(fresh_value(table.columns[at], {r[at] for r in rows[table.name]}, self.fresh_counter),
+                                         table.columns[at], self.schema.kind)
+            if any(row[table.position(name)] is None for name in referenced):
+                return
+        else:  # a child of a parent the gold's conditions leave out
+            missed = [(fk, found, other) for fk in self.links.get(table.name, [])
+                      if (found := parent_columns(self.schema, fk)) is not None and found[0] in tables and self._hints_of(found[0])
+                      for other in rows[found[0].name] if not self._satisfies(found[0], other)]
+            if not missed:
+                return
+            fk, (parent, keys), other = self.rng.choice(missed)
+            for column, key in zip(fk.columns, keys):
+                row[table.position(column)] = other[parent.position(key)]
+        rows[table.name] = rows[table.name] + self._rekeyed(table, rows[table.name], [tuple(row)])
+
+    def _children(self, rows: Rows, table: Table) -> dict[int, list[tuple[str, int, list[int], list[int]]]] | None:
+        """For each row of `table`, the rows of the one other table the gold reads that point at it
+        (child table, row number, pointer positions, referenced positions); None when no such
+        table or more than one (each row of the table is then one row of the result, roughly)."""
+        found = []
+        for child in self._gold_tables():
+            if child is table:
+                continue
+            for fk in self.links.get(child.name, []):
+                parent = parent_columns(self.schema, fk)
+                if parent is not None and parent[0] is table:
+                    found.append((child, [child.position(c) for c in fk.columns], [table.position(c) for c in parent[1]]))
+        if len(found) != 1:
+            return None
+        child, pointer, referenced = found[0]
+        by_key: dict[tuple[Any, ...], list[int]] = {}
+        for index, row in enumerate(rows[child.name]):
+            by_key.setdefault(tuple(row[p] for p in pointer), []).append(index)
+        return {i: [(child.name, index, pointer, referenced) for index in by_key.get(tuple(row[r] for r in referenced), [])]
+                for i, row in enumerate(rows[table.name])}
+
+    def _group_sizes(self, rows: Rows, top: Top) -> tuple[Table, Callable[[tuple[Any, ...]], Any], dict[Any, list[int]]] | None:
+        """The gold's groups as the rows tell them: the table whose rows are counted, the group of
+        one of its rows, and each group's member rows (a child table the gold joins to the grouped
+        column's table is counted per parent; else the grouped table's own rows)."""
+        grouped = self.schema.table(top.grouped[0][0]) if top.grouped else None
+        if grouped is None or grouped.name not in rows:
+            return None
+        at = grouped.position(top.grouped[0][1])
+        for child in self._gold_tables():
+            if child is grouped:
+                continue
+            for fk in self.links.get(child.name, []):
+                parent = parent_columns(self.schema, fk)
+                if parent is None or parent[0] is not grouped:
+                    continue
+                pointer, referenced = [child.position(c) for c in fk.columns], [grouped.position(c) for c in parent[1]]
+                group_of = {tuple(row[r] for r in referenced): row[at] for row in rows[grouped.name]}
+
+                def of_child(row: tuple[Any, ...], pointer: list[int] = pointer, group_of: dict = group_of) -> Any:
+                    return group_of.get(tuple(row[p] for p in pointer))
+                return child, of_child, _members(rows[child.name], of_child)
+
+        def of_row(row: tuple[Any, ...]) -> Any:
+            return row[at]
+        return grouped, of_row, _members(rows[grouped.name], of_row)
+
+    def _untie_groups(self, rows: Rows, top: Top) -> None:
+        found = self._group_sizes(rows, top)
+        if found is None:
+            return
+        table, _, members = found
+        ranked = sorted(members, key=lambda g: (len(members[g]), sort_key(g)), reverse=top.descending)
+        sizes = [len(members[g]) for g in ranked]
+        if len(ranked) <= top.limit or sizes[top.limit - 1] != sizes[top.limit]:
+            return
+        tied = sizes[top.limit]
+        grow = [g for n, g in enumerate(ranked) if sizes[n] == tied and (n < top.limit) == top.descending]
+        made = [rows[table.name][members[g][0]] for g in grow]
+        rows[table.name] = rows[table.name] + self._rekeyed(table, rows[table.name], made)
 
     def _chains(self, rows: Rows) -> None:
         """For each boundary value of each literal (and twice for none), a row in every table the
@@ -259,9 +548,11 @@ class CandidateBuilder:
         return rows
 
     def _chain(self, rows: Rows, tables: list[Table], focus: Hint | None, value: Any, rng: random.Random,
-               tagged: bool | None = None, fanout: int = 1, shared: dict[str, list[Any]] | None = None) -> None:
+               tagged: bool | None = None, fanout: int = 1, shared: dict[str, list[Any]] | None = None,
+               fresh: tuple[tuple[str, str], ...] = ()) -> None:
         """One joined row per table (`shared`: rows of an earlier chain to join instead); with
-        `fanout` n, n-1 more chains that share the row the gold groups by: a group of n."""
+        `fanout` n, n-1 more chains that share the row the gold groups by: a group of n. `fresh`:
+        columns given a value of their own, as keys are (a group of its own)."""
         shared = shared or {}
         made: dict[str, list[Any]] = dict(shared)
         for table in tables:
@@ -285,7 +576,8 @@ class CandidateBuilder:
                 for position, column in enumerate(table.columns):
                     if column.value_class == TEXT and isinstance(row[position], str) and column.name not in hinted | joined:
                         row[position] = f"{row[position]} {tag}"
-            for key in table.uniques:
+            own = tuple((name,) for t, name in fresh if t == table.name and name not in hinted)
+            for key in table.uniques + own:
                 free = [name for name in key if name not in hinted]
                 if len(free) > 1:  # a composite key: one column of its own is enough (copies share the rest)
                     free = [rng.choice(free)]
@@ -633,6 +925,16 @@ class CandidateBuilder:
                 tuple(None if i == position else v for i, v in enumerate(row)) if self.rng.random() < 0.25 else row
                 for row in rows[table.name]
             ]
+
+
+def _members(rows: list[tuple[Any, ...]], group_of: Callable[[tuple[Any, ...]], Any]) -> dict[Any, list[int]]:
+    """The row numbers of each group (rows of no group, NULL, left out)."""
+    members: dict[Any, list[int]] = {}
+    for index, row in enumerate(rows):
+        group = group_of(row)
+        if group is not None:
+            members.setdefault(group, []).append(index)
+    return members
 
 
 def _declared(left: Table, left_column: str, right: Table, right_column: str) -> bool:

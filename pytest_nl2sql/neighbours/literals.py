@@ -28,6 +28,22 @@ class Hint:
 
 
 @dataclass(frozen=True)
+class Top:
+    """What an `ORDER BY ... LIMIT k` (or `x = (SELECT max(x) ...)`) of the gold ranks by: a column
+    (`key`), or the size of its `GROUP BY` groups (`key` None). `determined`: the gold settles a
+    tie at the cut itself (a further ORDER BY key; an `= max` keeps every tied row), so a neighbour
+    tied there tells a prediction with another tie-break apart; else a tie at the cut leaves the
+    gold's answer to the database, and such a neighbour is not counted."""
+
+    key: ColumnRef | None
+    descending: bool
+    limit: int
+    determined: bool
+    grouped: tuple[ColumnRef, ...] = ()
+    extreme: bool = False  # from `= (SELECT max(...) ...)`, not from an ORDER BY
+
+
+@dataclass(frozen=True)
 class GoldFacts:
     tables: tuple[str, ...]  # schema spellings, first mention first
     hints: tuple[Hint, ...]
@@ -39,6 +55,18 @@ class GoldFacts:
     limits: tuple[int, ...]
     computed: tuple[tuple[ColumnRef, str, str], ...] = ()
     counts: tuple[int, ...] = ()  # n of count(...) compared with n (a HAVING's bound)  # column op (SELECT one value ...): (column, op, the subquery's SQL)
+    tops: tuple[Top, ...] = ()
+    shared: tuple[tuple[ColumnRef, ColumnRef], ...] = ()  # the two sides of an EXCEPT / INTERSECT / UNION, by position
+    equated: tuple[tuple[ColumnRef, ColumnRef], ...] = ()  # column = column (joins without IN (SELECT ...))
+    bounds: tuple[Hint, ...] = ()  # HAVING max/min/avg/sum(column) op literal: the column's values on the bound
+    sides: tuple[tuple[tuple[Hint, ...], tuple[Hint, ...]], ...] = ()  # each EXCEPT / INTERSECT's two sides' literals
+
+
+def _outputs(side: exp.Expression) -> list[exp.Expression]:
+    """The output expressions of one side of a set operation (its leftmost SELECT's)."""
+    while isinstance(side, (exp.Subquery, exp.Union, exp.Except, exp.Intersect)):
+        side = side.this
+    return [e.unalias() for e in side.expressions] if isinstance(side, exp.Select) else []
 
 
 def parse_gold(sql: str, dialect: str) -> exp.Expression | None:
@@ -108,13 +136,20 @@ class _Collector:
         self.limits: list[int] = []
         self.computed: list[tuple[ColumnRef, str, str]] = []
         self.counts: list[int] = []
+        self.tops: list[Top] = []
+        self.shared: list[tuple[ColumnRef, ColumnRef]] = []
+        self.equated: list[tuple[ColumnRef, ColumnRef]] = []
+        self.bounds: list[Hint] = []
+        self.sides: list[tuple[tuple[Hint, ...], tuple[Hint, ...]]] = []
 
     def facts(self) -> GoldFacts:
         return GoldFacts(
             tuple(self.tables), tuple(dict.fromkeys(self.hints)), tuple(dict.fromkeys(self.joins)),
             tuple(dict.fromkeys(self.grouped)), tuple(dict.fromkeys(self.ordered)),
             tuple(dict.fromkeys(self.aggregated)), tuple(dict.fromkeys(self.mentioned)), tuple(self.limits),
-            tuple(dict.fromkeys(self.computed)), tuple(dict.fromkeys(self.counts)),
+            tuple(dict.fromkeys(self.computed)), tuple(dict.fromkeys(self.counts)), tuple(dict.fromkeys(self.tops)),
+            tuple(dict.fromkeys(self.shared)), tuple(dict.fromkeys(self.equated)), tuple(dict.fromkeys(self.bounds)),
+            tuple(dict.fromkeys(self.sides)),
         )
 
     def visit(self, tree: exp.Expression) -> None:
@@ -167,15 +202,25 @@ class _Collector:
                     for a in left_refs:
                         for b in right_refs:
                             self.joins.append((a, b))
+                            self.equated.append((a, b))
                     continue
                 for refs, other, this_op in ((left_refs, right, op), (right_refs, left, _FLIPPED[op])):
                     inner = other.this if isinstance(other, exp.Subquery) else None
                     if refs and isinstance(inner, exp.Select) and len(inner.expressions) == 1:
                         self.computed.extend((ref, this_op, inner.sql(dialect=self.dialect)) for ref in refs)
+                        if this_op == "=":
+                            self._extreme(refs, inner)
                         continue
                     value = value_of(other)
                     if refs and value is not None:
                         self.hints.extend(Hint(ref, this_op, value) for ref in refs)
+                for aggregate, other, this_op in ((left, right, op), (right, left, _FLIPPED[op])):
+                    value = _literal_value(other)
+                    if isinstance(aggregate, (exp.Max, exp.Min, exp.Avg, exp.Sum)) and isinstance(value, (int, float)) \
+                            and not isinstance(value, bool) and isinstance(aggregate.this, exp.Column):
+                        self.bounds.extend(Hint(ref, this_op, value) for ref in resolve(aggregate.this))
+                    elif isinstance(aggregate, exp.Count) and isinstance(other, exp.Subquery) and this_op == "=":
+                        self._extreme_count(node, other, resolve)
         for node in tree.find_all(exp.Between):
             low, high = value_of(node.args.get("low")), value_of(node.args.get("high"))
             if low is not None and high is not None:
@@ -207,3 +252,61 @@ class _Collector:
             value = _literal_value(node.expression) if node.expression is not None else None
             if isinstance(value, int):
                 self.limits.append(value)
+                self._ranked(node, value, resolve)
+        for node in tree.find_all(exp.Except, exp.Intersect):
+            literals = []
+            for side in (node.this, node.expression):
+                collector = _Collector(self.schema, self.dialect)
+                collector.visit(side)
+                literals.append(tuple(dict.fromkeys(collector.hints)))
+            if literals[0] and literals[1]:
+                self.sides.append((literals[0], literals[1]))
+        for node in tree.find_all(exp.Except, exp.Intersect, exp.Union):
+            sides = [_outputs(side) for side in (node.this, node.expression)]
+            for a, b in zip(*sides):
+                for left in resolve(a):
+                    for right in resolve(b):
+                        if left != right:
+                            self.shared.append((left, right))
+
+    def _ranked(self, limit: exp.Limit, value: int, resolve: Any) -> None:
+        """The top of an `ORDER BY key LIMIT value`: a column, or the size of the groups."""
+        select = limit.parent
+        order = select.args.get("order") if isinstance(select, (exp.Select, exp.Union, exp.Except, exp.Intersect)) else None
+        if order is None or not order.expressions or value < 1:
+            return
+        first = order.expressions[0]
+        key = first.this if isinstance(first, exp.Ordered) else first
+        descending = bool(first.args.get("desc")) if isinstance(first, exp.Ordered) else False
+        determined = len(order.expressions) > 1
+        if isinstance(select, exp.Select) and [e.unalias() for e in select.expressions] == [key]:
+            return  # it shows only what it ranks by: a tie at the cut gives the same rows
+        grouped = tuple(ref for e in (select.args["group"].expressions if select.args.get("group") else ()) for ref in resolve(e))
+        if isinstance(key, exp.Column):
+            for ref in resolve(key)[:1]:
+                self.tops.append(Top(ref, descending, value, determined, grouped))
+        elif isinstance(key, exp.Count) and grouped:
+            self.tops.append(Top(None, descending, value, determined, grouped))
+
+    def _extreme(self, refs: list[ColumnRef], inner: exp.Select) -> None:
+        """`x = (SELECT max(x) ...)`: every row tied at the top is the gold's."""
+        function = inner.expressions[0].unalias()
+        if isinstance(function, (exp.Max, exp.Min)) and not inner.args.get("group"):
+            self.tops.extend(Top(ref, isinstance(function, exp.Max), 1, True, extreme=True) for ref in refs[:1])
+
+    def _extreme_count(self, node: exp.Expression, subquery: exp.Subquery, resolve: Any) -> None:
+        """`HAVING count(*) = (SELECT max(n) ... / SELECT count(*) ... ORDER BY count(*) DESC LIMIT 1)`:
+        every group tied at the top size is the gold's."""
+        select = node.find_ancestor(exp.Select)
+        inner = subquery.this
+        if select is None or not select.args.get("group") or not isinstance(inner, exp.Select):
+            return
+        grouped = tuple(ref for e in select.args["group"].expressions for ref in resolve(e))
+        if not grouped:
+            return
+        function = inner.expressions[0].unalias() if inner.expressions else None
+        order = inner.args.get("order")
+        if isinstance(function, (exp.Max, exp.Min)):
+            self.tops.append(Top(None, isinstance(function, exp.Max), 1, True, grouped, extreme=True))
+        elif isinstance(function, exp.Count) and order is not None and order.expressions:
+            self.tops.append(Top(None, bool(order.expressions[0].args.get("desc")), 1, True, grouped, extreme=True))

@@ -10,6 +10,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 MAX_MUTANTS = 60
+MAX_DATA_MUTANTS = 6  # `_data_rewrites`, past the others
 
 _SWAPS: dict[type, type] = {
     exp.GT: exp.GTE, exp.GTE: exp.GT, exp.LT: exp.LTE, exp.LTE: exp.LT,
@@ -99,6 +100,49 @@ def _rewrites(node: exp.Expression) -> Iterator[Callable[[exp.Expression], exp.E
         yield lambda n: _set_arg(n, "distinct", not n.args.get("distinct"))
 
 
+def _data_rewrites(node: exp.Expression) -> Iterator[Callable[[exp.Expression], exp.Expression | None]]:
+    """Rewrites that only some data tells apart from the gold: a tie at the top (`ORDER BY x DESC
+    LIMIT 1` for `x = (SELECT max(x) ...)`, a tie-break left out), a value on both sides of a set
+    operation (the EXCEPT left out). Made after the others (`mutants`), so that a gold keeps the
+    mutants it had."""
+    if isinstance(node, exp.EQ) and _extreme_of(node) is not None:
+        yield _top_one
+    if isinstance(node, exp.Order) and len(node.expressions) > 1 and isinstance(node.parent, exp.Select) \
+            and node.parent.args.get("limit") is not None:
+        yield lambda n: exp.Order(expressions=[n.expressions[0]])
+    if isinstance(node, (exp.Except, exp.Intersect)):
+        yield lambda n: n.this
+
+
+def _extreme_of(node: exp.EQ) -> tuple[exp.Expression, bool] | None:
+    """For `x = (SELECT max(x) ...)` or `count(*) = (SELECT max(n) ... / SELECT count(*) ... ORDER BY
+    count(*) DESC LIMIT 1)` in a SELECT without ORDER BY or LIMIT: (x, whether the greatest)."""
+    for this, other in ((node.this, node.expression), (node.expression, node.this)):
+        inner = other.this if isinstance(other, exp.Subquery) else None
+        select = node.find_ancestor(exp.Select)
+        if not isinstance(inner, exp.Select) or len(inner.expressions) != 1 or select is None \
+                or select.args.get("order") is not None or select.args.get("limit") is not None:
+            continue
+        function = inner.expressions[0].unalias()
+        if isinstance(this, exp.Column) and isinstance(function, (exp.Max, exp.Min)) and not inner.args.get("group"):
+            return this, isinstance(function, exp.Max)
+        if isinstance(this, exp.Count) and isinstance(function, (exp.Max, exp.Min)):
+            return this, isinstance(function, exp.Max)
+        order = inner.args.get("order")
+        if isinstance(this, exp.Count) and isinstance(function, exp.Count) and order is not None and order.expressions:
+            return this, bool(order.expressions[0].args.get("desc"))
+    return None
+
+
+def _top_one(node: exp.EQ) -> exp.Expression:
+    """`x = (SELECT max(x) ...)` as `ORDER BY x DESC LIMIT 1`: the same row unless the top is tied."""
+    key, descending = _extreme_of(node)  # type: ignore[misc]
+    select = node.find_ancestor(exp.Select)
+    select.set("order", exp.Order(expressions=[exp.Ordered(this=key.copy(), desc=descending)]))
+    select.set("limit", exp.Limit(expression=exp.Literal.number(1)))
+    return exp.true()
+
+
 def _other_columns(select: exp.Select, order: exp.Order) -> list[exp.Expression]:
     """The select list rotated by one, as another ORDER BY choice."""
     items = list(select.expressions)
@@ -121,15 +165,27 @@ def _drop_arg(node: exp.Expression, name: str) -> exp.Expression:
 
 def mutants(tree: exp.Expression, dialect: str) -> list[str]:
     """SQL texts of the gold's mutants (distinct, none equal to the gold), at most MAX_MUTANTS,
-    in a fixed order: the tree's nodes in walk order, each node's rewrites in order."""
+    in a fixed order: the tree's nodes in walk order, each node's rewrites in order; then at most
+    MAX_DATA_MUTANTS of `_data_rewrites`, in the same order."""
     original = tree.sql(dialect=dialect)
     found: dict[str, None] = {}
+    _mutate(tree, dialect, original, _rewrites, found, MAX_MUTANTS)
+    _mutate(tree, dialect, original, _data_rewrites, found, len(found) + MAX_DATA_MUTANTS)
+    return list(found)
+
+
+def _mutate(tree: exp.Expression, dialect: str, original: str,
+            rewrites: Callable[[exp.Expression], Iterator[Callable[[exp.Expression], exp.Expression | None]]],
+            found: dict[str, None], cap: int) -> None:
+    """Adds to `found` the texts of `rewrites` of each node of `tree` (in walk order), up to `cap` in all."""
+    if len(found) >= cap:
+        return
     nodes = list(tree.walk())
     for index, node in enumerate(nodes):
-        for number, _ in enumerate(_rewrites(node)):
+        for number, _ in enumerate(rewrites(node)):
             copy = tree.copy()
             target = list(copy.walk())[index]
-            rewrite = list(_rewrites(target))[number]
+            rewrite = list(rewrites(target))[number]
             try:
                 replacement = rewrite(target)
                 if replacement is not target:
@@ -144,6 +200,5 @@ def mutants(tree: exp.Expression, dialect: str) -> list[str]:
                 continue
             if text != original:
                 found.setdefault(text)
-            if len(found) >= MAX_MUTANTS:
-                return list(found)
-    return list(found)
+            if len(found) >= cap:
+                return

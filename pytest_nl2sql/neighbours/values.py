@@ -129,6 +129,41 @@ def _dates_around(text: str) -> list[str]:
     return [(day - datetime.timedelta(days=1)).isoformat() + rest, (day + datetime.timedelta(days=1)).isoformat() + rest]
 
 
+def step_away(value: Any, descending: bool) -> Any | None:
+    """A value just past `value` away from the top of an ordering (below it when the top is the
+    greatest, above it when it is the least), in its own kind; None when there is none."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value - 1 if descending else value + 1
+    if isinstance(value, float):
+        return value - 0.5 if descending else value + 0.5
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value - datetime.timedelta(days=1) if descending else value + datetime.timedelta(days=1)
+    if isinstance(value, str):
+        around = _dates_around(value)
+        if around:
+            return around[0] if descending else around[1]
+        return (_previous_text(value) or None) if descending else _next_text(value)
+    return None
+
+
+def sort_key(value: Any) -> tuple[int, Any]:
+    """How SQLite orders stored values (numbers, then texts, then blobs); DuckDB's typed columns
+    order within their one kind the same way."""
+    if isinstance(value, bool):
+        return (1, int(value))
+    if isinstance(value, (int, float)):
+        return (1, value)
+    if isinstance(value, str):
+        return (2, value)
+    if isinstance(value, bytes):
+        return (3, value)
+    if isinstance(value, (datetime.date, datetime.datetime, datetime.time)):
+        return (2, value.isoformat())
+    return (2, repr(value))
+
+
 def values_near(literal: Any, value_class: str) -> list[Any]:
     """The literal and its neighbours on either side: v-1, v, v+1 for numbers, nearby strings
     and dates for text."""
