@@ -13,7 +13,13 @@ from helpers import SHOP_SQL
 # Loaded once for the session: pytester's in-process runs restore sys.modules, and a second import
 # of duckdb aborts the interpreter (server cases now make DuckDB neighbours), while a second import
 # of psycopg leaves its C part raising the first import's exception classes (not caught as errors).
-for _module in ("duckdb", "psycopg"):
+# The others are imported here only so that they are imported once: each in-process run drops what
+# it imported, and the next run paid ~0.2 s to import Hypothesis again (its pytest plugin's summary
+# imports it) and the plugin's lazily imported modules, in each of some 250 runs.
+for _module in ("duckdb", "psycopg", "hypothesis", "hypothesis.strategies", "hypothesis.statistics", "gzip",
+                "xdist.dsession", "xdist.remote", "xdist.scheduler", "jsonschema_rs",
+                "pytest_nl2sql.engines.worker", "pytest_nl2sql.engines.sqlite", "pytest_nl2sql.metrics.exact",
+                "pytest_nl2sql.neighbours.servers", "pytest_nl2sql.reports.md"):
     try:
         __import__(_module)
     except ImportError:
