@@ -17,12 +17,18 @@ Per size: an equal result (columns permuted, rows reversed) compared with the go
 result with one value changed, whose diff must show that one row as missing and extra. The
 prediction calls `instr()` (`strpos()` on PostgreSQL), so on SQLite it runs in the worker process.
 
+`--methods pytest` (SQLite and DuckDB files) runs the same two comparisons as a user meets them:
+a suite of two cases (the reordered copy, the copy with one changed value) through `python -m
+pytest` with `--nl2sql-max-rows` above the size, the default neighbours and an empty neighbour
+cache (a first run): CPU of pytest and every process it reaped (its database worker), wall time
+and the largest process's peak RSS.
+
 PostgreSQL needs the loopback server (127.0.0.1:5432, trust auth, database `test`), MariaDB its own
 (127.0.0.1:3306, root without a password): a database of its own is made for the run and dropped
 after it; an engine is skipped when its server is absent. The MariaDB prediction calls `instr()` too.
 
     python benchmarks/large_results.py [--sizes 1000000 2000000] [--engines sqlite duckdb postgres mariadb]
-                                       [--methods in-engine streamed]
+                                       [--methods in-engine streamed pytest]
 """
 
 from __future__ import annotations
@@ -251,6 +257,32 @@ def measure(engine_name: str, where: str, rows: int, method: str) -> dict:
     return out
 
 
+def through_pytest(engine_name: str, where: str, rows: int) -> dict:
+    """The two cases as a suite through pytest, in a fresh subprocess with an empty neighbour cache."""
+    changed_id = rows * 7 // 9
+    changed = EQUAL.replace("SELECT grp,", f"SELECT CASE WHEN id = {changed_id} THEN -1 ELSE grp END,")
+    with tempfile.TemporaryDirectory() as folder:
+        suite = Path(folder) / "large.nl2sql.yaml"
+        suite.write_text(json.dumps({"database": where, "cases": [
+            {"id": "reordered", "question": "Every row.", "gold": GOLD, "predicted": EQUAL},
+            {"id": "one-value", "question": "Every row.", "gold": GOLD, "predicted": changed}]}))
+        (Path(folder) / "pytest.ini").write_text("[pytest]\n")
+        report = Path(folder) / "report.json"
+        env = {**os.environ, "NL2SQL_CACHE_DIR": str(Path(folder) / "cache")}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider",
+                        f"--rootdir={folder}", f"--nl2sql-max-rows={2 * rows}", "--nl2sql-timeout=600",
+                        f"--nl2sql-report=json:{report}"], cwd=folder, env=env, capture_output=True, check=False)
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        items = {item["id"]: item for item in json.loads(report.read_text())["items"]}
+    return {"engine": engine_name, "rows": rows, "method": "pytest", "seconds": round(wall, 2),
+            "cpu": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
+            "verdicts": [items["reordered"]["verdict"], items["one-value"]["verdict"]],
+            "peak_rss_mib": round(after.ru_maxrss / 1024, 1)}
+
+
 def _postgres_reachable() -> bool:
     if importlib.util.find_spec("psycopg") is None:
         return False
@@ -282,7 +314,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 2_000_000])
     parser.add_argument("--engines", nargs="+", default=["sqlite", "duckdb", "postgres", "mariadb"])
-    parser.add_argument("--methods", nargs="+", default=["in-engine", "streamed"], choices=["in-engine", "streamed"])
+    parser.add_argument("--methods", nargs="+", default=["in-engine", "streamed", "pytest"],
+                        choices=["in-engine", "streamed", "pytest"])
     parser.add_argument("--child", nargs=4, metavar=("ENGINE", "WHERE", "ROWS", "METHOD"), help=argparse.SUPPRESS)
     parser.add_argument("--build", nargs=3, metavar=("ENGINE", "FOLDER", "ROWS"), help=argparse.SUPPRESS)
     parser.add_argument("--drop", nargs=2, metavar=("ENGINE", "WHERE"), help=argparse.SUPPRESS)
@@ -315,6 +348,13 @@ def main() -> None:
                 where = _in_child("--build", engine, folder, str(rows))
                 try:
                     for method in args.methods:
+                        if method == "pytest":
+                            if engine in ("sqlite", "duckdb"):
+                                r = through_pytest(engine, where, rows)
+                                assert r["verdicts"] == ["pass", "mismatch"], r
+                                print(f"{engine:8} {rows:>9} pytest    two cases (first run): {r['cpu']} s CPU,"
+                                      f" {r['seconds']} s wall, largest process {r['peak_rss_mib']} MiB", flush=True)
+                            continue
                         r = json.loads(_in_child("--child", engine, where, str(rows), method))
                         assert r["equal_verdict"] == "pass", r
                         assert r["one_value_verdict"] == "mismatch" and r["counts"] == [1, 1], r

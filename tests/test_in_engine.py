@@ -305,6 +305,39 @@ def test_sqlite_keeps_big_reals_apart_as_the_rules_do(sqlite_engine: SqliteEngin
 def test_a_case_blind_column_is_compared_binary(sqlite_engine: SqliteEngine) -> None:
     judged = _same(sqlite_engine, "SELECT upper(name) FROM t", "SELECT name FROM t")
     assert judged.verdict is Verdict.MISMATCH and judged.comparison.missing_count == ROWS
+    # the case-blind column on the prediction's side only (the union's second branch)
+    judged = _same(sqlite_engine, "SELECT name FROM t", "SELECT upper(name) FROM t")
+    assert judged.verdict is Verdict.MISMATCH and judged.comparison.missing_count == ROWS
+
+
+def _grouping_sql(monkeypatch: pytest.MonkeyPatch, engine: Any, pred: str, gold: str) -> tuple[Verdict, list[str]]:
+    """The verdict, and the GROUP BY clauses of the difference queries that gave it."""
+    seen: list[str] = []
+    real_read = in_engine._InEngine.read
+
+    def read(self: Any, sql: str, **kwargs: Any) -> Any:
+        if " GROUP BY " in sql:
+            seen.append(sql.rsplit(" GROUP BY ", 1)[1])
+        return real_read(self, sql, **kwargs)
+
+    monkeypatch.setattr(in_engine._InEngine, "read", read)
+    judged = _same(engine, pred, gold)
+    monkeypatch.undo()
+    return judged.verdict, seen
+
+
+def test_sqlite_flags_big_reals_only_where_a_column_may_hold_one(sqlite_engine: SqliteEngine,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # the flag's test runs on every row (a third of a million-row comparison's time); the
+    # extremes, read with the row count, say where no value reaches 1e15, and there it is always 0
+    verdict, groupings = _grouping_sql(monkeypatch, sqlite_engine, "SELECT note, score, grp, name, id FROM t", GOLD)
+    assert verdict is Verdict.PASS and groupings and not any("typeof(" in g for g in groupings)
+    for pred, gold in (("SELECT r, 1 FROM big", "SELECT i, 1 FROM big"),  # both sides
+                       ("SELECT 3.0, 1 FROM big", "SELECT i, 1 FROM big"),  # the gold's only
+                       ("SELECT r, 1 FROM big", "SELECT 3, 1 FROM big")):  # the prediction's only
+        verdict, groupings = _grouping_sql(monkeypatch, sqlite_engine, pred, gold)
+        assert verdict is Verdict.MISMATCH and groupings
+        assert all(g.count("typeof(") == 1 for g in groupings), groupings  # the first column's flag only
 
 
 # -- MariaDB's own rules ------------------------------------------------------------------------------
