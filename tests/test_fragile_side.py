@@ -290,3 +290,33 @@ def test_a_set_operation_merges_only_rows_that_share_a_name(tmp_path: Path, tabl
         engine.close()
     assert (why == "rows that share a value the gold's INTERSECT compares (a name, not a key), which it merges") is excused
     assert excused or why is None
+
+
+@pytest.mark.parametrize(("predicted", "excused"), [
+    ([("Ann",)], True),  # Ann has a cat and a dog; the two Jordans one each: the gold's INTERSECT merges them
+    ([("Ann",), ("Ann",)], True),  # (copies aside)
+    ([], False),  # 'Cat' where the data holds 'cat': nobody, for a reason of the prediction's own
+    ([("Ann",), ("Jordan",)], False),  # the gold's answer itself: no namesakes kept apart
+])
+def test_a_set_operation_excuses_only_a_prediction_that_keeps_the_namesakes_apart(
+        tmp_path: Path, predicted: list[tuple[str]], excused: bool) -> None:
+    """The merge excuses the difference when the prediction gives what the gold gives once each
+    side's rows are compared by key too (Spider dev 0059: a prediction asking for PetType = 'Cat'
+    found nobody on every neighbour, and passed as the gold's fragility because names repeat)."""
+    from pytest_nl2sql.judge.fragile_gold import why_gold_is_fragile
+
+    path = make_db(tmp_path / "db.sqlite", """
+        CREATE TABLE person(id INTEGER PRIMARY KEY, name TEXT);
+        CREATE TABLE pet(owner INTEGER REFERENCES person(id), kind TEXT);
+        INSERT INTO person VALUES (1, 'Jordan'), (2, 'Jordan'), (3, 'Ann'), (4, 'Ann');
+        INSERT INTO pet VALUES (1, 'cat'), (2, 'dog'), (3, 'cat'), (3, 'dog');
+    """)
+    gold = ("SELECT p.name FROM person AS p JOIN pet ON pet.owner = p.id WHERE pet.kind = 'cat' "
+            "INTERSECT SELECT p.name FROM person AS p JOIN pet ON pet.owner = p.id WHERE pet.kind = 'dog'")
+    engine = SqliteEngine(path, immutable=True)
+    try:
+        why = why_gold_is_fragile([gold], "sqlite", engine, Limits(timeout=60), frozenset({("person", "id"), ("pet", "owner")}),
+                                  ("Jordan", "Ann"), predicted)
+    finally:
+        engine.close()
+    assert (why == "rows that share a value the gold's INTERSECT compares (a name, not a key), which it merges") is excused

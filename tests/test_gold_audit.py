@@ -16,14 +16,19 @@ from pytest_nl2sql.cases.read import Case
 from pytest_nl2sql.cli import main
 from pytest_nl2sql.engines import open_engine
 from pytest_nl2sql.engines.base import Limits, QueryResult
+from pytest_nl2sql.engines.url import EngineKind
 from pytest_nl2sql.judge import gold_audit
 from pytest_nl2sql.judge.equality import result_fingerprint
 from pytest_nl2sql.judge.execute import run_gold
+from pytest_nl2sql.judge.fragile_gold import SET_MERGE, TIE_CUT
 from pytest_nl2sql.judge.gold_audit import MAX_PROBES, audit_gold, fragile_finding
+from pytest_nl2sql.judge.on_neighbours import NeighbourCheck, NeighbourFailure, OtherDatabase
 from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
 from pytest_nl2sql.metrics.summary import build_report, summarize
+from pytest_nl2sql.neighbours import Neighbour
+from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind
 from pytest_nl2sql.reports.md import render_markdown
-from pytest_nl2sql.vocab import GoldFinding, Verdict
+from pytest_nl2sql.vocab import FragileSide, GoldFinding, Verdict
 
 AIRPORTS_SQL = """
 CREATE TABLE airports(code TEXT PRIMARY KEY, city TEXT);
@@ -166,17 +171,64 @@ def test_an_unreadable_gold_or_one_on_a_result_file_has_no_finding(airports: Any
 # --- fragile_gold ----------------------------------------------------------------------------------
 
 
-def test_fragile_gold_reads_the_fragile_side_and_names_the_invariant() -> None:
-    neighbours = {"checked": 3, "failed": 0, "fragile": 1, "fragile_side": "gold",
-                  "counterexample": {"breaks": "two dogs share a name", "tables": {}, "gold": [], "predicted": []}}
-    finding = fragile_finding(neighbours)
-    assert finding is not None and finding.kind is GoldFinding.FRAGILE_GOLD
-    assert "two dogs share a name" in finding.detail and "the gold shows" in finding.detail
-    assert "and the prediction too" in fragile_finding({**neighbours, "fragile_side": "both"}).detail  # type: ignore[union-attr]
-    assert fragile_finding({**neighbours, "fragile_side": "prediction"}) is None
-    assert fragile_finding({**neighbours, "fragile_side": None}) is None
-    assert fragile_finding({"checked": 3, "failed": 0, "fragile": 1}) is None  # no side told
+REPEATED = "the results differ only in repeated rows, which the gold never returns on the case's database"
+
+
+def _fragile(side: FragileSide | None, broken: Invariant | None, why: str, *, fragile: int = 1) -> NeighbourCheck:
+    """A fragile pass whose shown neighbour breaks `broken` (None: a plausible one, excused by `why`)."""
+    database = OtherDatabase(Path("n/0.sqlite"), EngineKind.SQLITE, "neighbour 1 of 1",
+                             Neighbour(Path("n/0.sqlite"), 0, "neighbour", broken, ()))
+    failure = NeighbourFailure(database, None, None, breaks=why)  # type: ignore[arg-type]  # (the finding reads neither)
+    return NeighbourCheck(1, 0, failure, 1, fragile, side)
+
+
+NAME = Invariant(InvariantKind.UNIQUE, "singer", "name")
+
+
+@pytest.mark.parametrize("side, broken, why, suspect", [
+    (FragileSide.GOLD, NAME, "two rows of singer share name", True),  # a GROUP BY / INTERSECT / NOT IN on a name
+    (FragileSide.GOLD, Invariant(InvariantKind.NOT_NULL, "pet", "age"), "pet.age holds a NULL", True),  # sorted first
+    (FragileSide.GOLD, Invariant(InvariantKind.PARTICIPATION, "singer", "id", "song", "singer_id"),
+     "a row of singer has no row in song", True),  # the gold's JOIN drops her, asked for with 0
+    (FragileSide.GOLD, None, SET_MERGE.format("INTERSECT"), True),  # the gold's own SQL merges names
+    (FragileSide.GOLD, None, TIE_CUT, True),
+    (FragileSide.BOTH, NAME, "two rows of singer share name", False),  # as much against the prediction
+    (FragileSide.PREDICTION, NAME, "two rows of singer share name", False),
+    (None, NAME, "two rows of singer share name", False),
+    (FragileSide.GOLD, Invariant(InvariantKind.SPELLING, "visit", "visitor_id"), ("visit.visitor_id holds one value in two"
+     " spellings"), False),  # '5' and '5 ': the gold shows the reference as written
+    (FragileSide.GOLD, Invariant(InvariantKind.ONCE, "country", "name", values=("Aruba",)),
+     "several rows of country have name = 'Aruba'", False),  # every Aruba is what the question names
+    (FragileSide.GOLD, Invariant(InvariantKind.UNIQUE, "has_pet", "stuid", together=("petid",)),
+     "two rows of has_pet share (stuid, petid)", False),  # a repeated row, no two entities
+    (FragileSide.GOLD, None, REPEATED, False),  # rows the gold's join repeats: what its author never saw
+    (FragileSide.GOLD, None, ("the results differ only in rows holding NULL, which the gold never returns on the"
+     " case's database"), False),  # min() over an empty table
+])
+def test_fragile_gold_only_where_the_gold_alone_gets_a_name_or_a_null_wrong(
+        side: FragileSide | None, broken: Invariant | None, why: str, suspect: bool) -> None:
+    finding = fragile_finding(_fragile(side, broken, why))
+    assert (finding is not None) is suspect
+    if finding is not None:
+        assert finding.kind is GoldFinding.FRAGILE_GOLD and why in finding.detail and "the gold alone" in finding.detail
     assert fragile_finding(None) is None
+    assert fragile_finding(_fragile(side, broken, why, fragile=0)) is None  # not a fragile pass
+
+
+def test_a_name_the_gold_compares_with_a_literal_is_no_suspect(tmp_path: Path) -> None:
+    """Two countries called Aruba: a gold asking for Aruba's languages takes both, as the question
+    names them; a gold grouping by the name merges two countries the question keeps apart."""
+    engine = open_engine(str(make_db(tmp_path / "w.sqlite", "CREATE TABLE country(code TEXT PRIMARY KEY, name TEXT);"
+                                                            "CREATE TABLE lang(code TEXT, language TEXT);")))
+    try:
+        aruba = "SELECT count(*) FROM country AS c JOIN lang AS l ON l.code = c.code WHERE c.name = 'Aruba'"
+        grouped = "SELECT c.name, count(*) FROM country AS c JOIN lang AS l ON l.code = c.code GROUP BY c.name"
+        check = _fragile(FragileSide.GOLD, Invariant(InvariantKind.UNIQUE, "country", "name"), "two rows of country share name")
+        assert fragile_finding(check, [aruba], "sqlite", engine) is None
+        assert fragile_finding(check, [grouped], "sqlite", engine) is not None
+        assert fragile_finding(check, [grouped.replace("GROUP BY", "WHERE l.language = 'Dutch' GROUP BY")], "sqlite", engine)
+    finally:
+        engine.close()
 
 
 # --- in the pipeline: findings to read, never a verdict ----------------------------------------------
@@ -339,6 +391,18 @@ def test_predictions_that_agree_on_nothing_are_no_consensus(tmp_path: Path, caps
               for _ in range(3)]
     code, out, _ = audit_output(capsys, *write_reports(tmp_path, models), "--format", "json")
     assert code == 0 and [s["id"] for s in out["cases_suspect"]] == ["some"]
+
+
+def test_predictions_that_add_or_drop_copies_of_the_gold_s_rows_are_no_consensus(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Three models that leave out the gold's DISTINCT list a dog's dates once per treatment: the
+    same rows, with copies (near miss `duplicates`). Their shared mistake, not the gold's; the same
+    agreement with other rows is a consensus."""
+    copies = result_fingerprint([("2017-06-18",), ("2017-06-18",)], False)
+    models = [[item("dates", "mismatch", fingerprint=copies, reason="row count", near_miss="duplicates"),
+               item("other", "mismatch", fingerprint=copies, reason="row count", near_miss=None)] for _ in range(3)]
+    code, out, _ = audit_output(capsys, *write_reports(tmp_path, models), "--format", "json")
+    assert code == 0 and [s["id"] for s in out["cases_suspect"]] == ["other"]
 
 
 def test_the_markdown_output_shows_each_suspect_with_its_evidence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,7 +18,9 @@ from the gold there. What is compared, exactly, is what the items carry:
 Predictions that agree on nothing (no row, or only 0s and NULLs) are not counted: predictions
 that find nothing where the gold finds rows most often spell a value otherwise than the data does
 (`'Dog'` where it holds `'dog'`), and a gold that finds nothing is the per-case audit's
-`empty_result`. Errors (a prediction that did not run), passes and items without that evidence
+`empty_result`. Nor are predictions whose result is the gold's rows with copies added or lost
+(the item's `near_miss` is `duplicates`): models drop or add a DISTINCT alike, and on the
+hand-read Spider sample none of the eight such agreements was the gold's mistake. Errors (a prediction that did not run), passes and items without that evidence
 count as not agreeing; a reviewed case is read by its verdict before the review. The cases the reports' own audits suspect (their items'
 `gold_audit`) are listed too, with their findings. Exit code 0; 2 for a file that is not a
 report, or a report of another suite (other case ids, or another gold for a case), naming it.
@@ -39,7 +41,7 @@ from typing import Any, TextIO
 from pytest_nl2sql.gate.report_file import ReportFileError, read_report_file
 from pytest_nl2sql.judge.equality import result_fingerprint
 from pytest_nl2sql.shown import safe_lines
-from pytest_nl2sql.vocab import NEIGHBOUR_REASONS, GoldFinding, Verdict
+from pytest_nl2sql.vocab import NEIGHBOUR_REASONS, GoldFinding, NearMiss, Verdict
 
 COMMAND = "audit-gold"
 SHOWN_ROWS = 10  # evidence rows of one table shown in the md output
@@ -242,6 +244,8 @@ def evidence_key(item: Mapping[str, Any]) -> str | None:
             return None
         rows = sorted(json.dumps(row, sort_keys=True, default=str) for row in predicted)
         return "neighbour:" + json.dumps([counterexample["tables"], rows], sort_keys=True, default=str)
+    if item.get("near_miss") == NearMiss.DUPLICATES.value:
+        return None  # the gold's rows with copies added or lost: models drop or add a DISTINCT alike
     fingerprint = item.get("fingerprint")
     return f"own:{fingerprint}" if isinstance(fingerprint, str) and fingerprint and fingerprint not in NOTHING else None
 

@@ -29,6 +29,20 @@ from pytest_nl2sql.engines.base import Engine, EngineError, Limits
 from pytest_nl2sql.judge.compare import CompareOptions, Mode, compare_results
 from pytest_nl2sql.judge.execute import execute_once_more_if_lost
 
+# Why a plausible neighbour's difference is the gold's own doing (its SQL leaves the answer to the
+# database or merges what the question keeps apart), as `why_gold_is_fragile` says it. The other
+# excuses (`on_neighbours.unseen_by_gold`: NULL, zero or repeated rows the gold never showed) say
+# what its author could not see, not that the gold is wrong: the gold audit tells the two apart.
+TIE_CUT = "a tie that the gold's LIMIT inside a subquery cuts, which the case's database never has"
+BARE_COLUMN = "rows tied at the MIN or MAX beside which the gold shows a bare column (the database picks one)"
+SET_MERGE = "rows that share a value the gold's {} compares (a name, not a key), which it merges"
+GOLD_S_OWN = frozenset({TIE_CUT, BARE_COLUMN, SET_MERGE.format("EXCEPT"), SET_MERGE.format("INTERSECT")})
+
+
+def is_the_gold_s_own(reason: str | None) -> bool:
+    """Is `reason` (a plausible neighbour's excuse) one of `why_gold_is_fragile`'s: the gold's SQL at fault?"""
+    return reason in GOLD_S_OWN
+
 
 def why_gold_is_fragile(golds: Sequence[str], dialect: str | None, engine: Engine, limits: Limits,
                         keys: frozenset[tuple[str, str]], differing: Sequence[Any],
@@ -51,7 +65,7 @@ def why_gold_is_fragile(golds: Sequence[str], dialect: str | None, engine: Engin
             continue
         if len(rows) > cut and rows[cut - 1] == rows[cut] and (
                 predicted is None or _one_of(engine, limits, _answers(tree, select, cut, dialect or ""), predicted, options)):
-            return "a tie that the gold's LIMIT inside a subquery cuts, which the case's database never has"
+            return TIE_CUT
     for probe, choices in _bare_column_probes(tree, dialect or ""):
         try:
             rows = execute_once_more_if_lost(engine, probe, limits, trusted=True).rows
@@ -59,17 +73,66 @@ def why_gold_is_fragile(golds: Sequence[str], dialect: str | None, engine: Engin
             continue
         if rows and rows[0] and isinstance(rows[0][0], int) and rows[0][0] > 1 and (
                 predicted is None or _among(engine, limits, choices, predicted, options)):
-            return "rows tied at the MIN or MAX beside which the gold shows a bare column (the database picks one)"
+            return BARE_COLUMN
     for operation in tree.find_all(exp.Except, exp.Intersect):
         branches = [_projected(branch) for branch in (operation.this, operation.expression)]
         if any(columns is None or any(c in keys for c in columns) for columns in branches):
             continue  # a side returns a key (or cannot be read): equal rows are one entity
         if not all(_names_its_rows(*column) for columns in branches for column in columns):  # type: ignore[union-attr]
             continue  # a district or a state shared by two rows is the answer itself, not two entities merged
-        if any(_shared(engine, limits, column, dialect, differing) for columns in branches for column in columns):  # type: ignore[union-attr]
-            name = "EXCEPT" if isinstance(operation, exp.Except) else "INTERSECT"
-            return f"rows that share a value the gold's {name} compares (a name, not a key), which it merges"
+        if not any(_shared(engine, limits, column, dialect, differing) for columns in branches for column in columns):  # type: ignore[union-attr]
+            continue
+        if predicted is not None and operation is tree and not _kept_apart(engine, limits, tree, keys, dialect or "", predicted, options):
+            continue  # the prediction differs for a reason of its own ('Cat' where the data holds 'cat')
+        return SET_MERGE.format("EXCEPT" if isinstance(operation, exp.Except) else "INTERSECT")
     return None
+
+
+def _kept_apart(engine: Engine, limits: Limits, tree: exp.Expression, keys: frozenset[tuple[str, str]], dialect: str,
+                predicted: Sequence[Sequence[Any]], options: CompareOptions) -> bool:
+    """Does the prediction give what the gold's set operation gives once its rows are compared by
+    their keys as well as by name (the same rows, copies aside)? True when that gold cannot be
+    written here (each side's rows from different tables, a table without a key, an ORDER BY)."""
+    unmerged = _by_key(tree, keys, dialect)
+    if unmerged is None:
+        return True
+    try:
+        rows = execute_once_more_if_lost(engine, unmerged, limits, trusted=True).rows
+    except EngineError:
+        return True
+    once = [list(row) for row in dict.fromkeys(tuple(row) for row in rows)]
+    mine = [list(row) for row in dict.fromkeys(tuple(row) for row in predicted)]
+    return compare_results(once, mine, False, options, explain=False).match
+
+
+def _by_key(tree: exp.Expression, keys: frozenset[tuple[str, str]], dialect: str) -> str | None:
+    """The gold (a set operation of two plain SELECTs) with each side also returning the key
+    columns of the table of each column it shows, the names alone then shown: two namesakes stay
+    two rows. None when the sides show columns of different tables there, or a table has no key."""
+    if tree.args.get("order") or tree.args.get("limit") or not isinstance(tree.this, exp.Select) \
+            or not isinstance(tree.expression, exp.Select):
+        return None
+    sides = [_projected(branch) for branch in (tree.this, tree.expression)]
+    if sides[0] is None or sides[1] is None or [t for t, _ in sides[0]] != [t for t, _ in sides[1]]:
+        return None
+    extra = [sorted(c for t, c in keys if t == table) for table, _ in sides[0]]
+    if not all(extra):
+        return None
+    copy = tree.copy()
+    for branch in (copy.this, copy.expression):
+        shown = list(branch.expressions)
+        added = []
+        for position, projection in enumerate(shown):
+            column = projection.unalias()
+            qualifier = column.table if isinstance(column, exp.Column) else ""
+            added += [exp.alias_(exp.column(key, table=qualifier or None), f"nl2sql_k{position}_{n}")
+                      for n, key in enumerate(extra[position])]
+        branch.set("expressions", [exp.alias_(p.unalias().copy(), f"nl2sql_c{i}") for i, p in enumerate(shown)] + added)
+    names = ", ".join(f"nl2sql_c{i}" for i in range(len(sides[0])))
+    try:
+        return f"SELECT {names} FROM ({copy.sql(dialect=dialect)}) AS nl2sql_u"
+    except (SqlglotError, ValueError):
+        return None
 
 
 def _names_its_rows(table: str, column: str) -> bool:

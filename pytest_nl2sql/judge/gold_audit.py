@@ -15,8 +15,8 @@ Kept rare on purpose (a flag on most cases would be noise), each kind needs evid
   case tests nothing (a prediction that returns nothing passes). An empty answer whose literals
   are all in the data is a fact about the data and is not flagged ("hometowns shared by two
   teachers": none), nor is a count of 0 for rows that exist but fail a range (`age > 20`).
-- `fragile_gold`: on a stress neighbour the gold is the fragile side (JSON item
-  `neighbours.fragile_side` is `gold` or `both`), the invariant it breaks named.
+- `fragile_gold`: a fragile pass whose side is the gold alone (JSON item `neighbours.fragile_side`
+  is `gold`), where what the neighbour shows is one a gold gets wrong (`fragile_finding`), named.
 - `consensus` comes from `nl2sql audit-gold` over several models' reports (gate/audit_gold.py).
 
 Cost: one bounded query per literal (`SELECT 1 … LIMIT 1`), a second only when the first found
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -37,13 +37,21 @@ from sqlglot.errors import SqlglotError
 from pytest_nl2sql.engines.base import Engine, EngineError, Limits, QueryResult
 from pytest_nl2sql.judge.equality import result_fingerprint
 from pytest_nl2sql.judge.execute import Judgement, execute_once_more_if_lost
+from pytest_nl2sql.judge.fragile_gold import is_the_gold_s_own
+from pytest_nl2sql.neighbours.invariants import InvariantKind
 from pytest_nl2sql.neighbours.literals import ColumnRef, parse_gold, read_golds
 from pytest_nl2sql.neighbours.schema import OTHER, Column, Schema, Table
-from pytest_nl2sql.vocab import GoldFinding, Verdict
+from pytest_nl2sql.vocab import FragileSide, GoldFinding, Verdict
+
+if TYPE_CHECKING:
+    from pytest_nl2sql.judge.on_neighbours import NeighbourCheck
 
 MAX_PROBES = 32  # queries one case's audit may run (an IN list of hundreds is not probed value by value)
 SHOWN_CHARS = 60  # of a literal or a value quoted in a finding
-FRAGILE_SIDES = ("gold", "both")  # `neighbours.fragile_side` values that make the gold the fragile side
+# What a stress neighbour breaks that, when the gold alone shows it, makes a finding: two entities
+# sharing a name (merged by a GROUP BY, INTERSECT, EXCEPT or NOT IN on it), a NULL counted or sorted
+# as a value, a parent without child dropped by an inner join
+SUSPECT_BREAKS = frozenset({InvariantKind.UNIQUE, InvariantKind.NOT_NULL, InvariantKind.PARTICIPATION})
 
 
 @dataclass(frozen=True)
@@ -105,18 +113,45 @@ def audit_gold(golds: Sequence[str], dialect: str | None, engine: Engine, limits
     return tuple(dict.fromkeys(findings))
 
 
-def fragile_finding(neighbours: Mapping[str, Any] | None) -> Finding | None:
-    """`fragile_gold` when the item's `neighbours.fragile_side` says the gold is the fragile side
-    (`gold`, or `both`), naming the invariant its counterexample breaks; None otherwise (also
-    while no judge sets `fragile_side`: this is where the audit reads it)."""
-    side = neighbours.get("fragile_side") if isinstance(neighbours, Mapping) else None
-    if side not in FRAGILE_SIDES:
+def fragile_finding(check: NeighbourCheck | None, golds: Sequence[str] = (), dialect: str | None = None,
+                    engine: Engine | None = None) -> Finding | None:
+    """`fragile_gold` when a fragile pass's side is the gold alone (`neighbours.fragile_side` is
+    `gold`: `both` says as much against the prediction) and what its shown stress neighbour breaks
+    is one a gold gets wrong (`SUSPECT_BREAKS`: it groups, intersects or excludes by a name, counts
+    or sorts a NULL as a value, drops a parent without child), or its plausible neighbour's excuse is
+    the gold's own SQL (`fragile_gold.is_the_gold_s_own`: a tie its LIMIT cuts, a bare column, a set
+    operation merging names). Not when the name two rows share is one the gold compares with a
+    literal (`golds` read on `engine`'s schema): every row so named is what the question names.
+    Other fragile golds stay in the report's fragile list, no suspect: on the hand-read Spider
+    sample they were answers to the question as asked more often than not (two spellings of a
+    reference, an aggregate's NULL row over an empty table, rows a join repeats, two countries
+    called Aruba)."""
+    if check is None or not check.is_fragile or check.fragile_side is not FragileSide.GOLD or check.failure is None:
         return None
-    counterexample = neighbours.get("counterexample") if isinstance(neighbours, Mapping) else None
-    breaks = counterexample.get("breaks") if isinstance(counterexample, Mapping) else None
-    who = "the gold" if side == "gold" else "the gold (and the prediction too)"
-    what = breaks if isinstance(breaks, str) and breaks else "an invariant of the case's database"
-    return Finding(GoldFinding.FRAGILE_GOLD, f"on a stress neighbour database {who} shows what breaking it causes: {what}")
+    failure = check.failure
+    broken = getattr(failure.database.generated, "breaks", None)
+    if broken is None:
+        if not is_the_gold_s_own(failure.breaks):
+            return None
+    elif broken.kind not in SUSPECT_BREAKS or broken.together:
+        return None  # (a pair of columns repeated is a repeated row, not two entities merged)
+    elif broken.kind is InvariantKind.UNIQUE and _compared_with_a_literal(broken, golds, dialect, engine):
+        return None
+    what = failure.breaks or "an invariant of the case's database"
+    return Finding(GoldFinding.FRAGILE_GOLD, f"on a neighbour database the gold alone shows what breaking it causes: {what}")
+
+
+def _compared_with_a_literal(broken: Any, golds: Sequence[str], dialect: str | None, engine: Engine | None) -> bool:
+    """Does a gold compare the broken invariant's column with a literal (`name = 'Aruba'`)?"""
+    if engine is None or not golds:
+        return False
+    try:
+        facts = read_golds([g for g in golds if isinstance(g, str)], dialect or "", _schema_of(engine))
+    except EngineError:
+        return False
+    wanted = (broken.table.lower(), broken.column.lower())
+    return facts is not None and any((h.column[0].lower(), h.column[1].lower()) == wanted
+                                     for h in facts.hints if h.op in ("=", "in", "like"))
 
 
 # --- what the gold compares ----------------------------------------------------------------------

@@ -326,7 +326,7 @@ class Pipeline:
             predicted_result=_shown_path(result_file.path, case) if result_file else None, predicted_malloy=malloy,
             execution_time=efficiency.to_json() if efficiency else None, raw_prediction=raw,
         )
-        result = self._with_baseline(result.replace(gold_audit=self._gold_audit(prepared, result.neighbours)), case)
+        result = self._with_baseline(result.replace(gold_audit=self._gold_audit(prepared, beyond)), case)
         if result.passed:
             text = None
         elif failure is not None:
@@ -335,7 +335,7 @@ class Pipeline:
             text = explain.failure_text(case, label.file, result, judgement, gold, self.options.verbosity)
         return CaseOutcome(result, _with_baseline_note(text, result, self._passed_in_baseline(case, result)), judgement, gold)
 
-    def _gold_audit(self, prepared: PreparedCase, neighbours: dict[str, Any] | None) -> dict[str, Any]:
+    def _gold_audit(self, prepared: PreparedCase, beyond: NeighbourCheck | None) -> dict[str, Any]:
         """The item's `gold_audit`: what the case's own database says against its gold (audited
         once per gold and database), and whether a stress neighbour shows the gold fragile. A
         finding never changes the verdict (judge/gold_audit.py)."""
@@ -345,7 +345,7 @@ class Pipeline:
         if key not in self._gold_audits:
             results = [None if index in gold.large else result for index, result in enumerate(gold.results)]
             self._gold_audits[key] = gold_audit.audit_gold(case.gold, case.written_in, engine, self.options.limits, results)
-        fragile = gold_audit.fragile_finding(neighbours)
+        fragile = gold_audit.fragile_finding(beyond, case.gold, case.written_in, engine)
         return gold_audit.audit_json(self._gold_audits[key] + ((fragile,) if fragile else ()))
 
     # --- Malloy predictions ------------------------------------------------------------------
