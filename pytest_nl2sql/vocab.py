@@ -146,5 +146,5 @@ class GoldFinding(str, Enum):
 
     LITERAL_NOT_IN_DATA = "literal_not_in_data"  # a literal matches no value of its column, but does trimmed or case-folded
     EMPTY_RESULT = "empty_result"  # no row (only NULLs or zeros) because what the gold looks for is not in the data
-    FRAGILE_GOLD = "fragile_gold"  # on a stress neighbour the gold is the fragile side
+    FRAGILE_GOLD = "fragile_gold"  # a fragile pass whose side is the gold alone, on what a gold gets wrong (a name, a NULL, a tie it leaves)
     CONSENSUS = "consensus"  # several models' failing predictions agree with one another against the gold
