@@ -1,8 +1,9 @@
 """Classes of data the neighbour generator makes so that wrong answers that one database hides
 fail (issue 31): no tie where a gold's LIMIT cuts (and a tie at the top where the gold settles it
-itself), a value on both sides of a set operation, NULL references where the source holds them,
-groups whose aggregate sits on a HAVING bound; and counterexamples that keep a parent referenced
-by text ('4' against the key 4)."""
+itself; a tie in one neighbour where a subquery's LIMIT cuts, the gold's fragility), a value on
+both sides of a set operation, NULL references where the source holds them, groups whose
+aggregate sits on a HAVING bound; and counterexamples that keep a parent referenced by text ('4'
+against the key 4)."""
 
 from __future__ import annotations
 
@@ -154,6 +155,52 @@ def test_a_gold_that_keeps_every_tied_group_fails_a_pick_of_one(tmp_path: Path) 
     right = _judge(path, gold, "SELECT country FROM singer GROUP BY country HAVING count(*) = "
                                "(SELECT max(n) FROM (SELECT count(*) AS n FROM singer GROUP BY country))")
     assert _passes(right)
+
+
+# 'The name of the poker player who earns the most', the top-1 pick inside a subquery: a tie at that
+# cut leaves the gold's answer to the database (`judge.fragile_gold`), at the top level to the tie handling.
+RICHEST = "SELECT Name FROM people WHERE People_ID = (SELECT People_ID FROM poker_player ORDER BY Earnings DESC LIMIT 1)"
+
+
+def _tied_at_the_cut(neighbour: object, ranking: str) -> bool:
+    connection = sqlite3.connect(neighbour.path)  # type: ignore[attr-defined]
+    try:
+        top = connection.execute(ranking).fetchall()
+    finally:
+        connection.close()
+    return len(top) == 2 and top[0] == top[1]
+
+
+def test_a_subquery_s_limit_is_tied_in_one_plausible_neighbour_and_untied_in_the_others(tmp_path: Path) -> None:
+    """One plausible neighbour ties where the subquery's LIMIT cuts, so that a team learns the
+    gold's answer there is the database's pick (none did in generator 19); the others stay untied,
+    so that a wrong pick fails on them. The same ranking at the top level stays untied everywhere:
+    a tie there is the tie handling's, and such a neighbour tells nothing."""
+    path = make_db(tmp_path / "poker.sqlite", POKER)
+    ranking = "SELECT Earnings FROM poker_player ORDER BY Earnings DESC LIMIT 2"
+    for count in (3, 6):
+        plausible = [n for n in neighbours_for(path, [RICHEST], count, cache_dir=tmp_path / "cache") if n.breaks is None]
+        tied = [n for n in plausible if _tied_at_the_cut(n, ranking)]
+        assert tied and len(plausible) - len(tied) >= 2, (count, [n.note for n in tied])
+    top_level = ("SELECT T1.Name FROM people AS T1 JOIN poker_player AS T2 ON T1.People_ID = T2.People_ID"
+                 " ORDER BY T2.Earnings DESC LIMIT 1")
+    plausible = [n for n in neighbours_for(path, [top_level], 3, cache_dir=tmp_path / "cache") if n.breaks is None]
+    assert plausible and not any(_tied_at_the_cut(n, ranking) for n in plausible)
+
+
+def test_a_right_answer_to_a_subquery_s_top_pick_is_fragile_on_the_gold_s_side_and_a_wrong_pick_fails(tmp_path: Path) -> None:
+    """Every top earner, where the gold picks one: right, flagged fragile with the gold the fragile
+    side and the tie named (it passed unflagged in generator 19). The best money rank, which is the
+    top earner's on the case's database, fails on an untied neighbour."""
+    path = make_db(tmp_path / "poker.sqlite", POKER)
+    right = _judge(path, RICHEST, "SELECT Name FROM people WHERE People_ID IN (SELECT People_ID FROM poker_player"
+                                  " WHERE Earnings = (SELECT max(Earnings) FROM poker_player))")
+    assert _passes(right)
+    assert right.neighbours["fragile"] >= 1 and right.neighbours["fragile_side"] == "gold"  # type: ignore[attr-defined]
+    assert "LIMIT inside a subquery" in right.neighbours["counterexample"]["breaks"]  # type: ignore[attr-defined]
+    wrong = _judge(path, RICHEST, RICHEST.replace("ORDER BY Earnings DESC", "ORDER BY Money_Rank"))
+    assert _fails_on_a_neighbour(wrong)
+    assert wrong.neighbours["counterexample"]["breaks"] is None  # type: ignore[attr-defined]
 
 
 # ----------------------------------------------------------------------------- values on both sides

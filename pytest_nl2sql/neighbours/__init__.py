@@ -22,7 +22,7 @@ from pytest_nl2sql.neighbours.cache import Neighbour
 from pytest_nl2sql.neighbours.cache import NeighbourCache as _Cache
 from pytest_nl2sql.neighbours.shrink import Counterexample, shrink_counterexample
 
-GENERATOR_VERSION = "19"  # the cache's key: bumped whenever generation changes
+GENERATOR_VERSION = "20"  # the cache's key: bumped whenever generation changes
 # The random draws' salt, kept across versions: a new seed alone moves a few verdicts either way,
 # so a change of rules, measured at the same seed, moves only what the rules move.
 GENERATOR_SEED = "13"

@@ -2,7 +2,8 @@
 the gold's literals, duplicated rows, several rows per group, NULLs, chains of joined rows (one per
 boundary value, through every table the gold reads), groups on a HAVING bound, values on both sides
 of a set operation, NULL references where the source has them, a ranking's top untied where the
-gold's LIMIT cuts it (tied where the gold settles ties itself); then repaired so that every
+gold's LIMIT cuts it (tied where the gold settles ties itself, and in one flavour where a
+subquery's LIMIT cuts it: the gold's answer there is the database's pick); then repaired so that every
 primary key, UNIQUE, NOT NULL and foreign key holds (Spider's own data does not always), and
 written into a fresh database with the source's CREATE statements.
 
@@ -21,6 +22,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from pytest_nl2sql.neighbours import budget
 from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
@@ -52,12 +57,13 @@ class Flavour:
     nulls: bool = False
     sparse: bool = False  # most tables nearly empty
     chains: bool = False  # one joined row in every table the gold reads per boundary value
+    cut_tie: bool = False  # a tie where a subquery's LIMIT cuts its ranking (the only such candidate of eight)
 
 
 FLAVOURS = (
     Flavour("boundary values of the gold's literals", (6, 10)),
     Flavour("boundary values, duplicated rows and values, several rows per group", (6, 10), duplicates=True, groups=True),
-    Flavour("boundary values, NULLs where allowed, duplicated rows", (5, 9), duplicates=True, nulls=True),
+    Flavour("boundary values, NULLs where allowed, duplicated rows", (5, 9), duplicates=True, nulls=True, cut_tie=True),
     Flavour("nearly empty tables with boundary values", (0, 2), sparse=True),
     Flavour("sampled rows only, duplicated values", (10, 16), hints=False, duplicates=True, groups=True),
     Flavour("boundary values, several rows per group, NULLs", (4, 8), groups=True, nulls=True),
@@ -188,6 +194,8 @@ class CandidateBuilder:
             for top in self.facts.tops:
                 if top.determined and self.flavour.duplicates:
                     self._tie_at_top(rows, top)
+                elif not top.determined and self.flavour.cut_tie and self._in_subquery(top):
+                    self._tie_at_cut(rows, top)
                 elif not top.determined:
                     self._untie_at_cut(rows, top)
                 if not top.extreme and top.key is not None:
@@ -298,6 +306,84 @@ class CandidateBuilder:
             self._chain(rows, tables, Hint((table.name, table.columns[position].name), "=", extreme), extreme,
                         random.Random(self.rng.random()))
 
+    def _in_subquery(self, top: Top) -> bool:
+        """Does `top` rank the rows of a subquery the gold compares a column with (`id = (SELECT id
+        FROM employee ORDER BY bonus LIMIT 1)`), rather than the gold's own rows? A tie at the cut
+        there leaves the gold's answer to the database, which the judge tells as the gold's
+        fragility (`judge.fragile_gold`); at the top level it is the tie handling's, and such a
+        neighbour tells nothing. (An `IN (SELECT ... LIMIT k)` is not among the computed
+        subqueries the gold's facts keep: it is left untied.)"""
+        for _, _, sql in self.facts.computed:
+            try:
+                tree = sqlglot.parse_one(sql)
+            except (SqlglotError, RecursionError, ValueError):
+                continue
+            for select in tree.find_all(exp.Select):
+                order, limit = select.args.get("order"), select.args.get("limit")
+                count = limit.expression if limit is not None else None
+                if order is None or not order.expressions or not isinstance(count, exp.Literal) or not count.is_int \
+                        or int(count.this) != top.limit:
+                    continue
+                first = order.expressions[0]
+                key = first.this if isinstance(first, exp.Ordered) else first
+                if bool(first.args.get("desc")) != top.descending:
+                    continue
+                if top.key is None and isinstance(key, exp.Count):
+                    return True
+                if top.key is not None and isinstance(key, exp.Column) and key.name.lower() == top.key[1].lower() \
+                        and top.key[0].lower() in {table.name.lower() for table in select.find_all(exp.Table)}:
+                    return True
+        return False
+
+    def _tie_at_cut(self, rows: Rows, top: Top) -> None:
+        """A tie where a subquery's `LIMIT k` cuts its ranking (`_in_subquery`), in the one flavour
+        of eight that makes it (the others untie it, so that a wrong pick inside a tie still fails
+        on them): one more joined row at the k-th row's value, or the smaller of the groups on
+        either side of the cut grown to the other's size. The gold's answer there is the database's
+        pick: a right prediction passes flagged fragile, the gold the fragile side, and the rows
+        shown hold the tie."""
+        tables = self._gold_tables()
+        if not tables:
+            return
+        if top.key is None:
+            found = self._group_sizes(rows, top)
+            if found is None:
+                return
+            counted, _, members = found
+            ranked = sorted(members, key=lambda g: (len(members[g]), sort_key(g)), reverse=top.descending)
+            if len(ranked) <= top.limit:
+                return
+            smaller, larger = sorted(ranked[top.limit - 1:top.limit + 1], key=lambda g: len(members[g]))
+            missing = len(members[larger]) - len(members[smaller])
+            if not 0 < missing <= MAX_GROUP_BOUND:
+                return  # tied there already, or too far apart
+            copied = [i for i in members[smaller] if self._satisfies(counted, rows[counted.name][i])] or members[smaller]
+            made = [rows[counted.name][copied[n % len(copied)]] for n in range(missing)]
+            rows[counted.name] = rows[counted.name] + self._rekeyed(counted, rows[counted.name], made)
+            return
+        table = self.schema.table(top.key[0])
+        if table is None or table not in tables or any(key == (top.key[1],) for key in table.uniques):
+            return
+        position = table.position(top.key[1])
+        _, _, slots = self._ranking(rows, table, position, top)
+        if len(slots) < top.limit:
+            return
+        value = rows[table.name][slots[top.limit - 1]][position]
+        if len(slots) > top.limit and rows[table.name][slots[top.limit]][position] == value:
+            return  # tied there already
+        self._chain(rows, tables, Hint((table.name, table.columns[position].name), "=", value), value, random.Random(self.rng.random()))
+
+    def _ranking(self, rows: Rows, table: Table, position: int,
+                 top: Top) -> tuple[list[int], dict[int, list[tuple[str, int, list[int], list[int]]]] | None, list[int]]:
+        """The table's rows that meet the gold's conditions there, in the gold's order; their
+        joined children (`_children`); and the result's rows in the gold's order (roughly), each
+        as the number of its row of `table`."""
+        order = sorted((i for i, row in enumerate(rows[table.name]) if row[position] is not None and self._satisfies(table, row)),
+                       key=lambda i: sort_key(rows[table.name][i][position]), reverse=top.descending)
+        children = self._children(rows, table)
+        counts = [len(children[i]) if children is not None else 1 for i in order]
+        return order, children, [i for i, n in zip(order, counts) for _ in range(n)]
+
     def _untie_at_cut(self, rows: Rows, top: Top) -> None:
         """No tie where the gold's `LIMIT k` cuts its ranking (`ORDER BY height DESC LIMIT 1`), as
         far as the rows tell it without running the gold: its answer there is then determined, and
@@ -313,11 +399,7 @@ class CandidateBuilder:
         if table is None or table.name not in rows or any(key == (top.key[1],) for key in table.uniques):
             return
         position = table.position(top.key[1])
-        order = sorted((i for i, row in enumerate(rows[table.name]) if row[position] is not None and self._satisfies(table, row)),
-                       key=lambda i: sort_key(rows[table.name][i][position]), reverse=top.descending)
-        children = self._children(rows, table)
-        counts = [len(children[i]) if children is not None else 1 for i in order]
-        slots = [i for i, n in zip(order, counts) for _ in range(n)]  # the result's rows, in the gold's order (roughly)
+        order, children, slots = self._ranking(rows, table, position, top)
         if len(slots) <= top.limit:
             return
         last, next_ = slots[top.limit - 1], slots[top.limit]
