@@ -15,7 +15,7 @@ from helpers import make_db, read_report, write_suite
 from pytest_nl2sql.cases.read import Case
 from pytest_nl2sql.cli import main
 from pytest_nl2sql.engines import open_engine
-from pytest_nl2sql.engines.base import Limits, QueryResult
+from pytest_nl2sql.engines.base import Limits, QueryError, QueryResult
 from pytest_nl2sql.engines.url import EngineKind
 from pytest_nl2sql.judge import gold_audit
 from pytest_nl2sql.judge.equality import result_fingerprint
@@ -29,6 +29,7 @@ from pytest_nl2sql.neighbours import Neighbour
 from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind
 from pytest_nl2sql.reports.md import render_markdown
 from pytest_nl2sql.vocab import FragileSide, GoldFinding, Verdict
+from servers import mariadb_database, postgres_schema
 
 AIRPORTS_SQL = """
 CREATE TABLE airports(code TEXT PRIMARY KEY, city TEXT);
@@ -64,23 +65,23 @@ def kinds_of(engine: Any, gold: str) -> list[str]:
 def test_a_literal_found_only_once_trimmed_is_named_with_the_value_in_the_data(airports: Any) -> None:
     found = findings_of(airports, 'SELECT no FROM flights WHERE source = "APG"')  # SQLite reads "APG" as a string here
     literal = [detail for kind, detail in found if kind == "literal_not_in_data"]
-    assert literal == ["the gold asks flights.source = 'APG', but no value of it is 'APG' on the case's database; ' APG' is,"
-                       " once spaces are trimmed"]
+    assert literal == [("the gold asks flights.source = 'APG', but no value of it is 'APG' on the case's database; ' APG' is,"
+                        " once spaces are trimmed")]
 
 
 def test_a_literal_found_only_ignoring_case_is_named_and_each_literal_of_an_in_list_is_read(airports: Any) -> None:
     found = findings_of(airports, "SELECT country FROM language WHERE name IN ('english', 'Dutch') AND official = 't'")
     details = sorted(detail for kind, detail in found if kind == "literal_not_in_data")
-    assert details == ["the gold asks language.name = 'english', but no value of it is 'english' on the case's database;"
-                       " 'English' is, ignoring case",
-                       "the gold asks language.official = 't', but no value of it is 't' on the case's database; 'T' is,"
-                       " ignoring case"]
+    assert details == [("the gold asks language.name = 'english', but no value of it is 'english' on the case's database;"
+                        " 'English' is, ignoring case"),
+                       ("the gold asks language.official = 't', but no value of it is 't' on the case's database; 'T' is,"
+                        " ignoring case")]
 
 
 def test_a_value_the_gold_excludes_is_read_too_and_explains_no_emptiness(airports: Any) -> None:
     found = findings_of(airports, "SELECT name FROM teacher WHERE town != 'bath'")
-    assert found == [("literal_not_in_data", "the gold asks teacher.town != 'bath', but no value of it is 'bath' on the case's"
-                                             " database; 'Bath' is, ignoring case")]
+    assert found == [("literal_not_in_data", ("the gold asks teacher.town != 'bath', but no value of it is 'bath' on the case's"
+                                              " database; 'Bath' is, ignoring case"))]
     assert findings_of(airports, "SELECT name FROM teacher WHERE town != 'Paris' AND age > 90") == []
 
 
@@ -106,8 +107,8 @@ def test_a_literal_that_matches_nothing_even_folded_is_no_literal_finding(airpor
 
 def test_no_row_because_a_literal_is_not_in_the_data_is_an_empty_result(airports: Any) -> None:
     found = findings_of(airports, "SELECT town FROM teacher WHERE name = 'Kyle'")
-    assert found == [("empty_result", "the gold returns no row on its own database, which lacks what it looks for: "
-                                      "no value of teacher.name equals 'Kyle'")]
+    assert found == [("empty_result", ("the gold returns no row on its own database, which lacks what it looks for: "
+                                       "no value of teacher.name equals 'Kyle'"))]
 
 
 def test_zeros_and_nulls_count_only_when_what_the_gold_looks_for_is_absent(airports: Any) -> None:
@@ -141,26 +142,112 @@ def test_an_empty_result_of_a_sound_join_is_not_flagged(tmp_path: Path) -> None:
         engine.close()
 
 
-def test_the_probes_are_bounded(airports: Any) -> None:
-    class Counting:
-        dialect = "sqlite"
+class Counting:
+    """An engine that records the audit's queries and schema reads (and refuses what `refuse` matches)."""
 
-        def __init__(self, inner: Any) -> None:
-            self.inner, self.queries = inner, 0
+    def __init__(self, inner: Any, refuse: str | None = None) -> None:
+        self.inner, self.refuse, self.queries, self.schema_reads = inner, refuse, [], 0
+        self.dialect = inner.dialect
 
-        def execute(self, sql: str, limits: Limits) -> QueryResult:
-            self.queries += 1
-            return self.inner.execute(sql, limits)
+    def execute(self, sql: str, limits: Limits) -> QueryResult:
+        self.queries.append(sql)
+        if self.refuse and self.refuse in sql:
+            raise QueryError("refused")
+        return self.inner.execute(sql, limits)
 
-        def schema_columns(self) -> dict[str, list[str]]:
-            return self.inner.schema_columns()
+    def schema_columns(self) -> dict[str, list[str]]:
+        self.schema_reads += 1
+        return self.inner.schema_columns()
 
+
+def audited(engine: Any, gold: str) -> list[tuple[str, str]]:
+    outcome = run_gold([gold], engine, Limits(), dialect="sqlite")
+    return [(f.kind.value, f.detail) for f in audit_gold([gold], "sqlite", engine, Limits(), outcome.results)]
+
+
+def test_the_probes_are_bounded(airports: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     values = ", ".join(f"'X{n}'" for n in range(200))
+    gold, empty = f"SELECT no FROM flights WHERE source IN ({values})", [QueryResult(("no",), [])]
     counting = Counting(airports)
-    found = audit_gold([f"SELECT no FROM flights WHERE source IN ({values})"], "sqlite", counting, Limits(),
-                       [QueryResult(("no",), [])])
-    assert counting.queries == MAX_PROBES
+    found = audit_gold([gold], "sqlite", counting, Limits(), empty)
     assert [f.kind for f in found] == [GoldFinding.EMPTY_RESULT]
+    assert len(counting.queries) == 2  # the literals in one query, then the look-ups of those not found in one
+    assert counting.queries[0].count("EXISTS") == MAX_PROBES
+    monkeypatch.setattr(gold_audit, "_BATCHED", frozenset())  # (a dialect without SELECT EXISTS: one query a probe)
+    alone = Counting(airports)
+    assert audit_gold([gold], "sqlite", alone, Limits(), empty) == found
+    assert len(alone.queries) == MAX_PROBES
+
+
+def test_a_gold_s_literals_are_looked_for_in_one_query_and_up_in_another(airports: Any) -> None:
+    gold = "SELECT country FROM language WHERE name IN ('english', 'Dutch', 'French') AND official = 'T' AND country != 'XX'"
+    counting = Counting(airports)
+    found = audited(counting, gold)
+    assert [detail.split(",")[0] for _, detail in found] == ["the gold asks language.name = 'english'"]
+    assert len(counting.queries) == 1 + 2  # (the gold itself, run by the test)
+    assert counting.queries[1].count("EXISTS") == 5 and counting.queries[2].count("LOWER(TRIM(") == 2 * 2  # english, XX
+
+
+def test_a_failing_query_of_several_probes_runs_each_alone(airports: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One probe's error (a PostgreSQL column compared with text of another type) must not silence the others."""
+    gold = "SELECT country FROM language WHERE name IN ('english', 'Dutch') AND official = 't'"
+    refusing = Counting(airports, refuse="EXISTS")
+    assert audited(refusing, gold) == audited(airports, gold) != []
+    assert sum("EXISTS" in sql for sql in refusing.queries) == 1 and len(refusing.queries) == 1 + 1 + 3 + 1
+
+
+@pytest.mark.parametrize("server", ["postgres", "mariadb"])
+def test_a_gold_s_probes_run_together_on_the_servers_too(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SELECT EXISTS (...), ...` and `SELECT (SELECT ... LIMIT 1), ...` as PostgreSQL and MariaDB
+    read them: the same findings as one query a probe. (MariaDB's collation ignores case: 'york'
+    is found there, ' Bath' only trimmed.)"""
+    sql = ("CREATE TABLE teacher (name VARCHAR(10), town VARCHAR(10), age INTEGER);"
+           "INSERT INTO teacher VALUES ('Ann', ' Bath', 30), ('Bob', 'York', 41), ('Cy', NULL, 19)")
+    gold = "SELECT name FROM teacher WHERE town IN ('Bath', 'york', 'Leeds') OR age = 41"
+    scratch = postgres_schema if server == "postgres" else mariadb_database
+    with scratch("nl2sql_audit", sql) as made:
+        engine = open_engine(made.url)
+        try:
+            counting = Counting(engine)
+            result = [QueryResult(("name",), [("Bob",)])]
+            found = [f.detail.split(";")[1] for f in audit_gold([gold], engine.dialect, counting, Limits(), result)]
+            assert found == ([" ' Bath' is, once spaces are trimmed", " 'York' is, ignoring case"] if server == "postgres"
+                             else [" ' Bath' is, once spaces are trimmed"])
+            assert len(counting.queries) == 2
+            monkeypatch.setattr(gold_audit, "_BATCHED", frozenset())
+            alone = Counting(engine)
+            assert [f.detail.split(";")[1] for f in audit_gold([gold], engine.dialect, alone, Limits(), result)] == found
+            assert len(alone.queries) == 3 + (3 if server == "postgres" else 2)  # each literal; each not found, folded
+        finally:
+            engine.close()
+
+
+def test_a_gold_with_a_result_and_no_text_literal_is_not_read(airports: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a text literal can be found trimmed or case-folded, and only an empty result is
+    explained by what is absent: such a gold has nothing to find, and is neither parsed nor probed."""
+    def unread(*args: Any) -> None:
+        raise AssertionError("parsed")
+
+    counting = Counting(airports)
+    gold = "SELECT name FROM teacher WHERE age = 30 AND town IN (SELECT town FROM teacher)"
+    outcome = run_gold([gold], airports, Limits(), dialect="sqlite")
+    monkeypatch.setattr(gold_audit, "read_golds", unread)
+    assert audit_gold([gold], "sqlite", counting, Limits(), outcome.results) == ()
+    assert counting.queries == [] and counting.schema_reads == 0
+    with pytest.raises(AssertionError, match="parsed"):  # an empty result is read, literals or not
+        audit_gold([gold.replace("30", "31")], "sqlite", counting, Limits(), [QueryResult(("name",), [])])
+
+
+def test_the_schema_is_read_once_per_engine_and_each_gold_parsed_once(airports: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[str] = []
+    read = gold_audit.read_golds
+    monkeypatch.setattr(gold_audit, "read_golds", lambda golds, *args: parsed.extend(golds) or read(golds, *args))
+    counting = Counting(airports)
+    for gold in ("SELECT name FROM teacher WHERE town = 'bath'", "SELECT count(*) FROM teacher WHERE name = 'Kyle'",
+                 "SELECT name FROM teacher WHERE town = 'bath'"):
+        audited(counting, gold)
+    assert counting.schema_reads == 1
+    assert parsed == ["SELECT name FROM teacher WHERE town = 'bath'", "SELECT count(*) FROM teacher WHERE name = 'Kyle'"]
 
 
 def test_an_unreadable_gold_or_one_on_a_result_file_has_no_finding(airports: Any) -> None:
