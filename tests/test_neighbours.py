@@ -170,6 +170,27 @@ def test_generation_is_deterministic_across_cache_folders_and_hash_seeds(shop: P
     assert json.loads(done.stdout) == json.loads(json.dumps(first))
 
 
+def test_a_run_without_neighbours_never_imports_the_generator(shop: Path, tmp_path: Path) -> None:
+    """~0.1 s of every start-up: judging imports `literals`, `schema` and `invariants`, which must
+    not bring the generator (`build`, `generate`, `distill`, ...) with them; the package's names
+    still give it on first use."""
+    suite = tmp_path / "s.nl2sql.yaml"
+    suite.write_text(json.dumps({"database": str(shop), "cases": [
+        {"id": "old", "question": "?", "gold": "SELECT name FROM emp WHERE age > 30", "predicted": "SELECT name FROM emp WHERE age >= 31"}]}))
+    generator = ("build", "cache", "distill", "generate", "mutants", "plausible", "shrink", "values")
+    script = (
+        "import sys; from pytest_nl2sql.api import evaluate_suite\n"
+        f"report = evaluate_suite({str(suite)!r}, neighbours=0, cache_dir={str(tmp_path / 'cache')!r})\n"
+        "assert report['items'][0]['verdict'] == 'pass', report['items']\n"
+        f"print(sorted(m for m in {generator!r} if 'pytest_nl2sql.neighbours.' + m in sys.modules))\n"
+        "from pytest_nl2sql.neighbours import NeighbourCache, neighbours_for\n"
+        "import pytest_nl2sql.neighbours as package\n"
+        "print(NeighbourCache is package.NeighbourCache, NeighbourCache.__module__, NeighbourCache.__qualname__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ["[]", "True pytest_nl2sql.neighbours NeighbourCache"]
+
+
 def test_the_source_is_never_written(shop: Path, tmp_path: Path) -> None:
     before = (shop.read_bytes(), shop.stat().st_mtime_ns)
     neighbours_for(shop, ["SELECT name FROM emp WHERE age >= 30"], 3, cache_dir=tmp_path / "cache")

@@ -30,7 +30,6 @@ from enum import Enum
 from typing import Any
 
 from pytest_nl2sql.neighbours import budget
-from pytest_nl2sql.neighbours.generate import parent_columns
 from pytest_nl2sql.neighbours.literals import GoldFacts
 from pytest_nl2sql.neighbours.schema import INT, TEXT, ForeignKey, Schema, Table, quote
 
@@ -527,6 +526,8 @@ def _links(connection: Any, schema: Schema, views: dict[str, TableView], stats: 
             return theirs is not None and mine <= theirs
         declared = (column,) in view.table.uniques
         return (declared or column in view.indexed) and _all_found(connection, view.table.name, column, mine)
+
+    from pytest_nl2sql.neighbours.generate import parent_columns  # (not at import: the judge reads this module's kinds)
 
     found: list[Invariant] = []
     links: list[tuple[str, str, str, str]] = []  # child table, column, parent table, column
