@@ -23,6 +23,20 @@ Run from the repo root::
   same suite costs. Plain **ours** reruns the same predictions, which a neighbour folder remembers.
 * **floor**: each gold and predicted query of the executable items run once with plain ``sqlite3``
   in this process. No evaluator can be faster than executing the queries.
+* **ours cold** and **ours cold -n 2** (``--cold``): a first run, every neighbour database generated,
+  each run with an empty neighbour cache of its own, in one process and with pytest-xdist's two
+  workers; alternated with the others like any configuration (issue 32's bar: cold ``-n 2`` at most
+  3x the official run).
+
+``--reports DIR`` keeps each configuration's JSON report of its last round there (``LABEL.json``),
+and for a cold configuration a digest of the neighbour databases it generated
+(``LABEL.neighbours.json``: each cache key's manifest and each database's schema and rows). The
+items of every configuration of ours are compared with those of the first, and the neighbour
+digests of every cold run with the others: the verdicts and neighbours must be the same whatever
+the number of workers and whether the neighbours were generated or found. ``--compare DIR`` compares
+them with the reports a run of another tree kept (``--reports``), item by item: what a change that
+must not move any verdict or neighbour shows. Timings (``latency``, ``execution_time``, the run's
+times) are left out of the comparison.
 
 Each run is its own subprocess, reaped with ``os.wait4``: wall time, CPU time (user + system of it
 and its reaped children) and ``ru_maxrss`` (the largest resident set of any one process of it, in
@@ -63,8 +77,13 @@ TARGET_RATIO = 0.5  # issue 8: ours on one database at most half the official ex
 NEIGHBOURS_TARGET_RATIO = 1.0  # issue 9: ours with neighbour databases (the default) at most the official's
 
 
-def target_of(command: list[str]) -> float:
-    return TARGET_RATIO if "--nl2sql-neighbours=0" in command else NEIGHBOURS_TARGET_RATIO
+COLD_XDIST_TARGET_RATIO = 3.0  # issue 32: the first run, with -n 2, at most 3x the official single-process run
+
+
+def target_of(config: Config) -> float | None:
+    if config.cold:
+        return COLD_XDIST_TARGET_RATIO if "-n" in config.command else None
+    return TARGET_RATIO if "--nl2sql-neighbours=0" in config.command else NEIGHBOURS_TARGET_RATIO
 
 
 @dataclass
@@ -87,6 +106,8 @@ class Config:
     check: object  # callable(Run) -> str, the result line; raises SystemExit when the run failed
     runs: list[Run] = field(default_factory=list)
     forget: Path | None = None  # a neighbour cache whose remembered verdicts go before each run (new predictions)
+    cold: bool = False  # each run with an empty neighbour cache of its own (removed after the run)
+    report: Path | None = None  # where ours writes its JSON report
 
 
 def _children(pid: int) -> list[int]:
@@ -219,8 +240,12 @@ def floor(spider: Path, predictions: Path) -> tuple[float, int]:
 # -- the two evaluators -----------------------------------------------------------------------
 
 
+def file_label(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", label)
+
+
 def ours_config(label: str, python: str, directory: Path, suite: Path, extra: list[str], env: dict[str, str]) -> Config:
-    report = directory / f"report-{re.sub(r'[^A-Za-z0-9_.-]', '_', label)}.json"
+    report = directory / f"report-{file_label(label)}.json"
     command = [python, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider",
                f"--nl2sql-report=json:{report}", *extra]
 
@@ -228,7 +253,6 @@ def ours_config(label: str, python: str, directory: Path, suite: Path, extra: li
         if not report.exists():
             sys.exit(f"{label}: pytest wrote no report (exit {run.returncode}):\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
         summary = json.loads(report.read_text())["summary"]
-        report.unlink()
         judged = summary["total"] - summary["errors"]
         buckets = ", ".join(f"{b} {s['total']}" for b, s in summary["by_hardness"].items())
         return (
@@ -237,7 +261,75 @@ def ours_config(label: str, python: str, directory: Path, suite: Path, extra: li
             f"{summary['exact_match_passed']}/{summary['exact_match_total']}; hardness {buckets}"
         )
 
-    return Config(label, command, directory, env, check)
+    return Config(label, command, directory, env, check, report=report)
+
+
+# -- comparing runs ---------------------------------------------------------------------------
+
+
+def _timing(key: str) -> bool:
+    return key == "worker" or any(word in key for word in ("time", "latency", "duration", "seconds", "elapsed"))
+
+
+def _untimed(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if not _timing(k)}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
+def report_items(path: Path) -> tuple[dict[str, object], object]:
+    """(nodeid -> the item without its timings, the summary without timings) of a JSON report."""
+    data = json.loads(path.read_text())
+    return {item["nodeid"]: _untimed(item) for item in data["items"]}, _untimed(data["summary"])
+
+
+def neighbour_digest(cache: Path) -> dict[str, list[object]]:
+    """Each cache key's manifest and, per neighbour database, a digest of its schema and rows (in
+    rowid order): what two runs generated, compared without the files' bytes."""
+    import hashlib
+
+    found: dict[str, list[object]] = {}
+    for manifest in sorted(cache.glob("*/*/manifest.json")):
+        databases = []
+        for entry in json.loads(manifest.read_text()).get("neighbours", []):
+            digest = hashlib.sha256()
+            path = manifest.parent / entry["file"]
+            if path.suffix == ".sqlite":
+                con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+                try:
+                    for name, sql in con.execute("SELECT name, sql FROM sqlite_master ORDER BY type, name"):
+                        digest.update(repr((name, sql)).encode())
+                        if sql and sql.upper().startswith("CREATE TABLE"):
+                            for row in con.execute(f'SELECT * FROM "{name.replace(chr(34), chr(34) * 2)}" ORDER BY rowid'):
+                                digest.update(repr(row).encode())
+                finally:
+                    con.close()
+            else:  # DuckDB: its bytes differ between two writes of the same rows; the manifest says enough here
+                digest.update(path.name.encode())
+            databases.append(digest.hexdigest())
+        found[manifest.parent.name] = [manifest.read_text(), databases]
+    return found
+
+
+def differences(mine: dict[str, object], theirs: dict[str, object]) -> list[str]:
+    """The keys whose values differ (or that only one side has), each with the fields that differ."""
+    found = []
+    for key in list(mine) + [k for k in theirs if k not in mine]:
+        a, b = mine.get(key), theirs.get(key)
+        if a == b:
+            continue
+        fields = sorted(f for f in set(a or {}) | set(b or {}) if (a or {}).get(f) != (b or {}).get(f)) \
+            if isinstance(a, dict) and isinstance(b, dict) else ["missing" if a is None or b is None else "content"]
+        found.append(f"{key} ({', '.join(fields)})")
+    return found
+
+
+def compare_line(what: str, mine: dict[str, object], theirs: dict[str, object]) -> str:
+    found = differences(mine, theirs)
+    shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+    return f"{what}: {len(mine)} against {len(theirs)}, " + (f"{len(found)} differ: {shown}" if found else "identical")
 
 
 def official_usable(official: Path | None, python: str, env: dict[str, str]) -> str | None:
@@ -326,6 +418,12 @@ def main() -> None:
                              "leading NAME=VALUE words set environment variables, as in a shell), "
                              "e.g. 'lean=--tb=no -p no:hypothesispytest', 'seeded=PYTHONHASHSEED=1 --tb=short'")
     parser.add_argument("--xdist", action="store_true", help="also ours with -n 2 (pytest-xdist)")
+    parser.add_argument("--cold", action="store_true",
+                        help="also ours cold (an empty neighbour cache for each run), in one process and with -n 2")
+    parser.add_argument("--reports", type=Path, metavar="DIR",
+                        help="keep each configuration's JSON report (and a cold run's neighbour digest) here")
+    parser.add_argument("--compare", type=Path, metavar="DIR",
+                        help="compare the reports and neighbour digests item by item with those a run of another tree kept (--reports)")
     parser.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE if set")
     parser.add_argument("--extra", action="append", default=[], help="one more pytest argument for ours (repeatable)")
     parser.add_argument("--profile", type=Path, help="also run once under cProfile, write the stats here, print the top")
@@ -373,6 +471,11 @@ def main() -> None:
             configs.append(fresh)
             if args.xdist:
                 configs.append(ours_config(f"{label} -n 2", exe, directory, suite, ["-n", "2", *args.extra], env))
+            if args.cold:
+                for name, words in (("cold", []), ("cold -n 2", ["-n", "2"])):
+                    cold = ours_config(f"{label} {name}", exe, directory, suite, [*words, *args.extra], env)
+                    cold.cold = True
+                    configs.append(cold)
             for spec in args.variant:
                 name, sep, variant_args = spec.partition("=")
                 if not sep:
@@ -397,13 +500,24 @@ def main() -> None:
                   f"(generating the neighbour databases); cache {len(files)} files, "
                   f"{sum(f.stat().st_size for f in files) / 2**20:.1f} MiB")
         results: dict[str, str] = {}
+        kept = args.reports.resolve() if args.reports else directory / "kept"
+        kept.mkdir(parents=True, exist_ok=True)
         for round_ in range(args.repeat + 1):  # round 0 is the warm-up
             for config in configs:
                 if config.forget is not None:
                     for remembered in config.forget.rglob("verdicts"):
                         shutil.rmtree(remembered, ignore_errors=True)
-                run = measure(config.command, config.cwd, config.env)
+                run_env, fresh = config.env, None
+                if config.cold:
+                    fresh = Path(tempfile.mkdtemp(prefix="cold-cache-", dir=directory))
+                    run_env = {**config.env, "NL2SQL_CACHE_DIR": str(fresh)}
+                run = measure(config.command, config.cwd, run_env)
                 results[config.label] = config.check(run)  # type: ignore[operator]
+                if config.report is not None:
+                    os.replace(config.report, kept / f"{file_label(config.label)}.json")
+                if fresh is not None:
+                    (kept / f"{file_label(config.label)}.neighbours.json").write_text(json.dumps(neighbour_digest(fresh)))
+                    shutil.rmtree(fresh, ignore_errors=True)
                 if round_:
                     config.runs.append(run)
 
@@ -420,13 +534,41 @@ def main() -> None:
             for config in configs[1:]:
                 ratio = bests[config.label] / official_best
                 median_ratio = statistics.median(r.wall for r in config.runs) / official_median
-                target = target_of(config.command)
-                verdict = "within" if ratio <= target else "above"
+                target = target_of(config)
+                verdict = "no target" if target is None else f"{'within' if ratio <= target else 'above'} the {target}x target"
                 print(f"{config.label} / official: {ratio:.2f}x best-to-best, {median_ratio:.2f}x median-to-median "
-                      f"({verdict} the {target}x target); {bests[config.label] / floor_s:.1f}x the floor")
+                      f"({verdict}); {bests[config.label] / floor_s:.1f}x the floor")
         else:
             for config in configs:
                 print(f"{config.label}: {bests[config.label] / floor_s:.1f}x the floor (no official run to compare with)")
+        ours_configs = [c for c in configs if c.report is not None]
+        if ours_configs:
+            compare_runs(ours_configs, kept, cache, args.compare.resolve() if args.compare else None)
+        if args.reports:
+            print(f"reports kept in {kept}")
+
+
+def compare_runs(configs: list[Config], kept: Path, warm_cache: Path, other: Path | None) -> None:
+    """Every configuration's items against the first's (the same verdicts and neighbours whatever
+    the workers and the cache), the cold runs' neighbours against each other and the warm cache's,
+    and, with `other`, each against the same-named report another tree's run kept."""
+    first = configs[0]
+    items = {c.label: report_items(kept / f"{file_label(c.label)}.json") for c in configs}
+    for config in configs[1:]:
+        print(compare_line(f"items of {config.label} against {first.label}", items[config.label][0], items[first.label][0]))
+    digests = {c.label: json.loads((kept / f"{file_label(c.label)}.neighbours.json").read_text()) for c in configs if c.cold}
+    warm = neighbour_digest(warm_cache)
+    for label, digest in digests.items():
+        print(compare_line(f"neighbour databases of {label} against the warm cache's", digest, warm))
+    if other is None:
+        return
+    for config in configs:
+        theirs = other / f"{file_label(config.label)}.json"
+        if theirs.exists():
+            print(compare_line(f"items of {config.label} against {theirs}", items[config.label][0], report_items(theirs)[0]))
+        if config.label in digests and (other / f"{file_label(config.label)}.neighbours.json").exists():
+            print(compare_line(f"neighbour databases of {config.label} against {other}", digests[config.label],
+                               json.loads((other / f"{file_label(config.label)}.neighbours.json").read_text())))
 
 
 if __name__ == "__main__":
