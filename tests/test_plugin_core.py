@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import csv
 import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 
 import openpyxl
 import pytest
@@ -225,15 +228,31 @@ TERM_CASES = [
 ]
 
 
-def test_json_report_identical_with_and_without_xdist(shop: pytest.Pytester) -> None:
+def _generated(cache: Path) -> dict[str, tuple[str, list[list[tuple[object, ...]]]]]:
+    """A neighbour cache's keys, each with its manifest and every database's rows, table by table."""
+    found = {}
+    for manifest in sorted(cache.glob("*/*/manifest.json")):
+        databases = []
+        for entry in json.loads(manifest.read_text())["neighbours"]:
+            with closing(sqlite3.connect(manifest.parent / entry["file"])) as con:
+                tables = [name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+                databases.append([tuple(con.execute(f'SELECT * FROM "{t}" ORDER BY rowid')) for t in tables])
+        found[manifest.parent.name] = (manifest.read_text(), databases)
+    return found
+
+
+def test_json_report_identical_with_and_without_xdist(shop: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_suite(shop.path, CASES * 1, database="shop.sqlite")
     (shop.path / "results").mkdir()
     (shop.path / "results" / "wide.csv").write_text("name,price,category\npen,1.5,office\nink,3,office\npad,2,office\n")
     write_suite(shop.path, RESULT_FILE_CASES, name="results.nl2sql.yaml", database="shop.sqlite")
     write_suite(shop.path, NEIGHBOUR_CASES, name="neighbours.nl2sql.yaml", database="shop.sqlite")
     write_suite(shop.path, TERM_CASES, name="imf.nl2sql.yaml")
-    reports, tables = [], []
+    reports, tables, caches = [], [], []
     for args in ([], ["-n", "2"]):
+        # each run generates its neighbours itself (the workers each theirs): the same whatever the workers
+        caches.append(shop.path / f"cache{len(caches)}")
+        monkeypatch.setenv("NL2SQL_CACHE_DIR", str(caches[-1]))
         # a deselected case, too; and --tb=line, whose one line per failure must come from the workers
         result = shop.runpytest(*args, "-k", "not count-2", "--tb=line", "--nl2sql-report=json:r.json",
                                 "--nl2sql-report=csv:r.csv", "--nl2sql-report=xlsx:r.xlsx")
@@ -252,6 +271,8 @@ def test_json_report_identical_with_and_without_xdist(shop: pytest.Pytester) -> 
         tables.append((rows, cells))
     assert reports[0] == reports[1]
     assert tables[0] == tables[1]
+    generated = [_generated(cache) for cache in caches]
+    assert generated[0] == generated[1] and len(generated[0]) >= 3  # every gold's neighbours, row for row
     items = {(i["file"], i["id"]): i for i in reports[0]["items"]}
     assert len(items) == len(CASES) + len(RESULT_FILE_CASES) + len(NEIGHBOUR_CASES) + len(TERM_CASES) - 1
     assert len(tables[0][0]) == len(items) and tables[0][1]  # the csv has every item; the workbook its sheets
