@@ -45,6 +45,25 @@ def test_tb_line_gives_one_line_per_failing_case(shop: pytest.Pytester) -> None:
 # whose xdist run is there anyway.
 
 
+def test_the_failures_summary_does_not_scan_every_quiet_report_per_failure(shop: pytest.Pytester) -> None:
+    # pytest looks for each failed item's teardown output in every passed setup/teardown report
+    # (O(failures x items): a tenth of a Spider run); a case's, which show nothing, are dropped first
+    write_suite(shop.path, CASES, database="shop.sqlite")
+    shop.makeconftest("""
+        import pytest
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_terminal_summary(terminalreporter):
+            quiet = terminalreporter.stats.get("", [])
+            terminalreporter.write_line(f"quiet reports: {sorted(r.nodeid for r in quiet)}")
+    """)
+    (shop.path / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    full = shop.runpytest("-rA")
+    full.assert_outcomes(passed=2, failed=2)
+    full.stdout.fnmatch_lines(["*_ nl2sql case wrong _*", "*mismatch (row count)", "*_ nl2sql case typo _*",
+                               "quiet reports: ['test_plain.py::test_plain', 'test_plain.py::test_plain']"])
+
+
 def test_tb_short_gives_the_verdict_and_reason_only(shop: pytest.Pytester) -> None:
     write_suite(shop.path, CASES, database="shop.sqlite")
     result = shop.runpytest("--tb=short")

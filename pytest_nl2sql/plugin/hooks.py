@@ -120,6 +120,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if nodes.has_cases(session):
         gc.freeze()  # nor the results, which live to the end too (this halves the time a Spider run spends exiting)
+    nodes.forget_quiet_reports(session.config)  # (an xdist controller has no items, but the reports)
 
 
 @pytest.hookimpl(wrapper=True)
