@@ -435,3 +435,15 @@ def test_a_dsn_file_is_named_relative_to_the_rootdir_in_the_summary_and_headers(
     page = (pytester.path / "r.html").read_text(encoding="utf-8")
     header = page.split('<section id="run">', 1)[1].split('<section id="charts">', 1)[0]  # the run and the summary
     assert root not in header and "sqlite:///shop.sqlite" in header
+
+
+def test_printable_lines_are_shown_as_they_are_without_a_look_at_each_character(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a failure's explanation is many lines: newline and tab kept, nothing to escape, checked in C
+    # (the per-character loop took ~1 ms a failure; it still escapes what needs it)
+    from pytest_nl2sql import shown
+
+    looked: list[str] = []
+    monkeypatch.setattr(shown, "ord", lambda ch: looked.append(ch) or ord(ch), raising=False)
+    text = "nl2sql case wrong: mismatch\n  - (1, 'a')\n\t+ (2, 'b')\n"
+    assert shown.escaped(text) == text and looked == []
+    assert shown.escaped("a\n\x1b[31mred\u202e") == "a\n\\x1b[31mred\\u202e" and looked
