@@ -197,6 +197,20 @@ def test_which_engine_opens_a_plain_path(tmp_path: Path) -> None:
     assert parse_database("text.db", tmp_path).kind is EngineKind.SQLITE  # SQLite says what is wrong with it
 
 
+def test_a_file_s_header_is_read_once_per_version_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case asks its database's kind at collection (1034 Spider cases, 166 files): the file is
+    read again only when it changed."""
+    from pytest_nl2sql.engines import url
+
+    opened: list[str] = []
+    monkeypatch.setattr(url, "open", lambda path, mode: opened.append(path) or open(path, mode), raising=False)
+    path = make_shop(tmp_path, "shop.sqlite")
+    assert {url.dialect_of(str(path)) for _ in range(50)} == {"sqlite"} and len(opened) == 1
+    path.unlink()
+    make_duckdb(path)  # another file under the same name: read again
+    assert url.dialect_of(str(path)) == "duckdb" and len(opened) == 2
+
+
 def test_a_case_naming_a_duckdb_file_by_plain_path_runs(pytester: pytest.Pytester) -> None:
     make_duckdb(pytester.path / "warehouse.duckdb")
     write_suite(pytester.path, [

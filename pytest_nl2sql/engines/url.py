@@ -19,7 +19,9 @@ before any case runs.
 from __future__ import annotations
 
 import enum
+import functools
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlsplit
@@ -292,18 +294,30 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _DUCKDB_MAGIC = b"DUCK"  # at offset 8, after a checksum
 
 
+@functools.lru_cache(maxsize=1024)
+def _header(path: str, version: tuple[int, ...]) -> bytes:
+    """The first 16 bytes of a regular file (b"" when it cannot be read), kept per version of it
+    (device, inode, mode, size, modification time)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(16)
+    except OSError:  # unreadable: the engine reports it
+        return b""
+
+
 def file_kind(path: Path) -> EngineKind:
     """Which engine opens a database file named by a plain path: its header says (SQLite's
     `SQLite format 3\\0`, DuckDB's `DUCK` at offset 8); a file without either (not there yet,
     empty, not a database) goes by its extension, `.duckdb` and `.ddb` being DuckDB's, so that the
     error names what was expected."""
-    header = b""
     try:
-        if path.is_file():  # a regular file only: opening a FIFO named by a case would block
-            with open(path, "rb") as handle:
-                header = handle.read(16)
-    except OSError:  # unreadable: the engine reports it
-        pass
+        found = os.stat(path)
+    except (OSError, ValueError):  # not there (or not a name): the engine reports it
+        found = None
+    header = b""
+    if found is not None and stat.S_ISREG(found.st_mode):  # a regular file only: opening a FIFO would block
+        # asked for every case at collection, of a few files: read once per version of the file
+        header = _header(os.fspath(path), (found.st_dev, found.st_ino, found.st_mode, found.st_size, found.st_mtime_ns))
     if header.startswith(_SQLITE_MAGIC):
         return EngineKind.SQLITE
     if header[8:12] == _DUCKDB_MAGIC:
