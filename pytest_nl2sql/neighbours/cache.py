@@ -19,6 +19,7 @@ gold) is remembered for that source, so the other cases on it do not pay the tim
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -99,7 +100,7 @@ def duckdb_content(path: Path) -> str:
                 starts = [low + int(step * k) for k in range(CONTENT_RUNS)] + [high + 1]
                 cursor = reader.connection.execute(" UNION ALL ".join(
                     f"SELECT * FROM (SELECT rowid, * FROM {name} WHERE rowid >= {start} AND rowid < {end}"
-                    f" ORDER BY rowid LIMIT {CONTENT_RUN_ROWS})" for start, end in zip(starts, starts[1:]) if end > start)
+                    f" ORDER BY rowid LIMIT {CONTENT_RUN_ROWS})" for start, end in itertools.pairwise(starts) if end > start)
                     + " ORDER BY 1")
             while True:
                 batch = cursor.fetchmany(10_000)
@@ -170,6 +171,18 @@ class NeighbourCache:
         engine = ".".join(map(str, duckdb_version())) if kind == "duckdb" else sqlite3.sqlite_version
         material = json.dumps([self.version, kind, dialect, self.source_key(source, kind), list(golds), count, engine])
         return hashlib.sha256(material.encode()).hexdigest()
+
+    def cached(self, key: str) -> tuple[Neighbour, ...] | None:
+        """The neighbours kept under `key`, if the cache has them."""
+        return self._read(self.cache_dir / key[:2] / key)
+
+    def cuts(self) -> dict[str, str]:
+        """Why generations were cut short, by key or source key (content hashes: the same in any
+        process), for another process building into the same cache to know (`know_cuts`)."""
+        return dict(self._cut)
+
+    def know_cuts(self, cuts: dict[str, str]) -> None:
+        self._cut.update(cuts)
 
     def cut_short(self, source: Path, golds: Sequence[str], count: int, *, dialect: str = "sqlite",
                   kind: str = "sqlite") -> str | None:
