@@ -15,11 +15,15 @@ from helpers import SHOP_SQL
 # of psycopg leaves its C part raising the first import's exception classes (not caught as errors).
 # The others are imported here only so that they are imported once: each in-process run drops what
 # it imported, and the next run paid ~0.2 s to import Hypothesis again (its pytest plugin's summary
-# imports it) and the plugin's lazily imported modules, in each of some 250 runs.
+# imports it) and the plugin's lazily imported modules, in each of some 250 runs. The neighbour
+# cache loads on first use (pytest_nl2sql.neighbours.__getattr__): first used inside a run, it was
+# dropped after it, and a test patching `cache.NeighbourCache` patched another class than the one
+# the package had already subclassed.
 for _module in ("duckdb", "psycopg", "hypothesis", "hypothesis.strategies", "hypothesis.statistics", "gzip",
                 "xdist.dsession", "xdist.remote", "xdist.scheduler", "jsonschema_rs",
                 "pytest_nl2sql.engines.worker", "pytest_nl2sql.engines.sqlite", "pytest_nl2sql.metrics.exact",
-                "pytest_nl2sql.neighbours.servers", "pytest_nl2sql.reports.md"):
+                "pytest_nl2sql.neighbours.servers", "pytest_nl2sql.neighbours.cache", "pytest_nl2sql.neighbours.shrink",
+                "pytest_nl2sql.reports.md"):
     try:
         __import__(_module)
     except ImportError:
