@@ -138,3 +138,21 @@ def test_fingerprint_agrees_with_the_comparison(a: object) -> None:
     for b in VALUES:
         same_hash = result_fingerprint([(a,)], False) == result_fingerprint([(b,)], False)
         assert same_hash == bool(compare_results([(a,)], [(b,)])), (a, b)
+
+
+def test_each_distinct_value_is_tokenized_once_and_as_it_would_be_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a fingerprint is kept for every failing result (the gold audit): a result repeats its values
+    from pytest_nl2sql.judge import equality
+
+    tricky = [None, 0, -0.0, 0.0, 1, 1.0, True, "1", "1.0", b"1", float("nan"), float("nan"), decimal.Decimal("1.50"),
+              1.5, "é", datetime.date(2020, 1, 2), 2**60, 2.0**60]
+    rows = [(v, "x") for v in tricky] * 3
+    assert equality._tokens(rows) == [tuple(canonical_value(v) for v in row) for row in rows]
+    seen: list[object] = []
+    real = equality.canonical_value
+    monkeypatch.setattr(equality, "canonical_value", lambda value: seen.append(value) or real(value))
+    many = [(i % 3, "same", None) for i in range(1000)]
+    digest = result_fingerprint(many, order_matters=False)
+    assert len(seen) == 5  # 0, 1, 2, "same", None
+    monkeypatch.undo()
+    assert digest == result_fingerprint([(0, "same", None)] * 334 + [(1, "same", None)] * 333 + [(2, "same", None)] * 333, False)

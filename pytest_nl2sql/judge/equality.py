@@ -123,10 +123,33 @@ def normalise_value(value: Any, case_sensitive: bool = True, strip_whitespace: b
 
 def result_fingerprint(rows: Iterable[Sequence[Any]], order_matters: bool) -> str:
     """Hex digest of `rows` that ignores column order, and row order unless `order_matters`."""
-    table = [tuple(canonical_value(v) for v in row) for row in rows]
+    table = _tokens(rows)
     payload = _ordered_form(table) if order_matters else _unordered_form(table)
     text = json.dumps(["ordered" if order_matters else "unordered", payload], ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
+
+
+_PLAIN = frozenset({str, int, float, bytes, type(None)})  # equal values of one of these types have one token
+
+
+def _tokens(rows: Iterable[Sequence[Any]]) -> list[tuple[str, ...]]:
+    """`canonical_value` of every value, each distinct plain value tokenized once: a result
+    repeats its values (a fingerprint of every failing result is kept for the gold audit)."""
+    known: dict[tuple[type, Any], str] = {}
+    table = []
+    for row in rows:
+        tokens = []
+        for value in row:
+            kind = type(value)
+            if kind in _PLAIN:
+                token = known.get((kind, value))
+                if token is None:
+                    token = known[(kind, value)] = canonical_value(value)
+            else:
+                token = canonical_value(value)
+            tokens.append(token)
+        table.append(tuple(tokens))
+    return table
 
 
 def canonical_value(value: Any) -> str:
