@@ -26,6 +26,7 @@ holds until it is closed (gold and prediction alike run there: `trusted` changes
 from __future__ import annotations
 
 import importlib.util
+import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,6 +48,7 @@ READ_ONLY_CONFIG = {
     "memory_limit": "1GB",  # a hostile sort or join fails with an out-of-memory error instead
     "max_temp_directory_size": "0GB",  # no spilling to disk either
     "threads": 2,  # DuckDB's buffers grow with its threads: a fixed number keeps within the cap
+    # (a file of small tables gets one: `worker_child.closed_instance`)
     "enable_external_access": False,  # no read_csv('/etc/passwd'), COPY ... TO, ATTACH
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
@@ -82,6 +84,8 @@ class DuckdbEngine:
         if not path.is_file():
             raise DatabaseMissing(f"database file not found: {path}")
         own = worker is None
+        self._shared = worker
+        self._rows = rows
         if own and rows is not None:
             raise ValueError("a DuckDB engine of some rows of a file needs a shared worker")
         self._worker = worker = worker or new_worker()
@@ -130,22 +134,53 @@ class DuckdbEngine:
 
     def schema_types(self) -> dict[str, dict[str, str]]:
         """{table: {column: data type}} (`VARCHAR`, `BIGINT`, ...), read once per engine (the file is
-        opened read-only): translating SQLite's comparison affinity needs to know which columns
+        opened read-only), and once per file for the short-lived engines of a shared worker
+        (`_KNOWN_TYPES`): translating SQLite's comparison affinity needs to know which columns
         hold text."""
         types = getattr(self, "_types", None)
         if types is None:
-            rows = self._read(
-                "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE NOT internal"
-                " AND database_name = current_database() AND schema_name = current_schema() ORDER BY table_oid, column_index"
-            )
-            types = self._types = types_by_table(rows)
+            key = self._types_key()
+            types = _KNOWN_TYPES.get(key) if key is not None else None
+            if types is None:
+                rows = self._read(
+                    "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE NOT internal"
+                    " AND database_name = current_database() AND schema_name = current_schema() ORDER BY table_oid, column_index"
+                )
+                types = types_by_table(rows)
+                if key is not None:
+                    with _KNOWN_TYPES_LOCK:
+                        while len(_KNOWN_TYPES) >= _KNOWN_TYPES_MAX:
+                            del _KNOWN_TYPES[next(iter(_KNOWN_TYPES))]
+                        _KNOWN_TYPES[key] = types
+            self._types = types
         return {table: dict(columns) for table, columns in types.items()}
+
+    def _types_key(self) -> tuple[Any, ...] | None:
+        """What the columns of a shared worker's database follow from: the file (its path, inode,
+        size and time: written once, as neighbours are, or replaced) and, for some of its rows,
+        their tables (each copied with its columns and types). None for an engine of its own,
+        which reads them once anyway."""
+        if self._shared is None:
+            return None
+        try:
+            info = self.path.stat()
+        except OSError:
+            return None
+        tables = None if self._rows is None else tuple(table for table, _ in self._rows)
+        return (str(self.path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, tables)
 
     def close(self) -> None:
         self._finalizer()
 
     def __repr__(self) -> str:
         return f"DuckdbEngine({str(self.path)!r})"
+
+
+# {(file, inode, size, time, tables copied): {table: {column: type}}} of the shared workers'
+# databases: a neighbour judged for several cases, a shrink's hundreds of attempts on one neighbour
+_KNOWN_TYPES: dict[tuple[Any, ...], dict[str, dict[str, str]]] = {}
+_KNOWN_TYPES_MAX = 512
+_KNOWN_TYPES_LOCK = threading.Lock()
 
 
 def new_worker() -> Worker:

@@ -12,7 +12,8 @@ Run as a script, `python worker_child.py KIND ADDRESS_SPACE_BYTES`; it imports o
 library at start (DuckDB's child adds `duckdb` when it opens its database, and `base.py` for the
 first value that is not a plain int, float, str or bytes), so it starts in ~20 ms. It reads requests from stdin and writes replies to stdout, each a `marshal`
 dump behind an 8-byte length (plain values only: marshal is faster than pickle, and loading it
-runs no code, should a query ever take over this process); every request gets exactly one reply:
+runs no code, should a query ever take over this process); every request but "forget" gets exactly
+one reply:
 
     ("open", handle, kind, args)  -> None         open a database: OPENERS[kind](*args), or
                                                   "duckdb_attached" in the shared instance
@@ -26,6 +27,10 @@ runs no code, should a query ever take over this process); every request gets ex
     ("stop", handle)              -> None         drop the running query's cursor
     ("read", handle, sql, params) -> rows         our own trusted schema queries
     ("close", handle)             -> None
+    ("forget", handle)            (no reply)      close, the parent not waiting for it: done before
+                                                  the next request, whatever it finds is not the
+                                                  parent's concern (a short-lived engine's end
+                                                  costs no round trip)
     ("info",)                     -> {...}        pid, heap and address-space limits (for tests)
 
 A reply is ("ok", payload) or ("err", kind, message), kind being one of `ERROR_KINDS`. Rows travel
@@ -197,6 +202,58 @@ def row_size(row: tuple[Any, ...]) -> int:
     for value in row:
         size += len(value) if type(value) in _SIZED else 16
     return size
+
+
+class Alarm:
+    """Calls an action once a deadline passes, from one thread kept for the whole process: what a
+    `threading.Timer` per query did (a thread started and joined per query, ~0.1-0.3 ms of CPU, as
+    much as a small DuckDB query) for queries that run one at a time. `disarm` returns once a firing
+    action has finished, so no action reaches a query after it. A process started by fork starts
+    its own thread."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._armed: tuple[float, Callable[[], None], int] | None = None  # (deadline, action, token)
+        self._tokens = 0
+        self._pid = -1
+
+    def arm(self, timeout: float, action: Callable[[], None]) -> int:
+        """Run `action` in `timeout` seconds unless disarmed first; the token to disarm it with.
+        One action at a time: arming replaces the one armed."""
+        with self._condition:
+            if self._pid != os.getpid():
+                self._pid = os.getpid()
+                threading.Thread(target=self._watch, name="nl2sql-alarm", daemon=True).start()
+            self._tokens += 1
+            self._armed = (time.monotonic() + timeout, action, self._tokens)
+            self._condition.notify()
+            return self._tokens
+
+    def disarm(self, token: int) -> None:
+        with self._condition:
+            if self._armed is not None and self._armed[2] == token:
+                self._armed = None
+
+    def _watch(self) -> None:
+        pid = os.getpid()
+        with self._condition:
+            while self._pid == pid:
+                if self._armed is None:
+                    self._condition.wait()
+                    continue
+                deadline, action, _ = self._armed
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._condition.wait(left)
+                    continue
+                self._armed = None
+                try:
+                    action()  # under the lock: `disarm` waits for it
+                except Exception:  # noqa: BLE001, S110 - the query may have just finished; nothing to stop
+                    pass
+
+
+ALARM = Alarm()
 
 
 class Session:
@@ -584,8 +641,8 @@ class DuckdbSession(Session):
         super().__init__()
         self.path = path
         self._duckdb = _import_duckdb()
-        self._timer: threading.Timer | None = None
-        self._interrupted = False  # the timer fired during the running query
+        self._alarm: int | None = None  # the token of the query's alarm (`ALARM`)
+        self._interrupted = False  # the alarm fired during the running query
         self._deadline = INFINITY
         self._max_value_bytes = 0
         self._memory_limit = str(config.get("memory_limit", ""))
@@ -639,19 +696,16 @@ class DuckdbSession(Session):
         return rows
 
     def _arm(self, timeout: float) -> None:
-        self._timer = timer = threading.Timer(timeout, self._interrupt)
-        timer.daemon = True
-        timer.start()
+        self._alarm = ALARM.arm(timeout, self._interrupt)
 
     def _interrupt(self) -> None:
         self._interrupted = True
         self._conn.interrupt()
 
     def _disarm(self) -> None:
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-            timer.join()
+        token, self._alarm = self._alarm, None
+        if token is not None:
+            ALARM.disarm(token)
 
     def _extend(self, timeout: float) -> None:
         self._disarm()
@@ -693,6 +747,11 @@ class DuckdbSession(Session):
 ATTACH_FOLDER_PREFIX = "nl2sql-attach-"  # then the child's pid: a killed child's folder is removed by its parent
 
 
+# DuckDB's row group: it parallelises a scan by row groups, so a table of fewer rows is read by one
+# thread however many it has, and more threads only cost each query their coordination
+ROW_GROUP_ROWS = 122_880
+
+
 def closed_instance(duckdb: Any, target: str, config: dict[str, Any], *, read_only: bool,
                     allowed_folder: str | None = None) -> Any:
     """A DuckDB connection with `config`, its temp directory unset and, after that, external access
@@ -700,13 +759,22 @@ def closed_instance(duckdb: Any, target: str, config: dict[str, Any], *, read_on
     function read its temp directory even with external access off (`<file>.tmp/`, or `.tmp/` in
     the working directory for an in-memory instance), and once access is off the temp directory
     can no longer be changed: passed together in `config`, the lock comes first. `allowed_folder`:
-    the one folder DuckDB may still read (`SharedDuckdb`)."""
+    the one folder DuckDB may still read (`SharedDuckdb`).
+
+    A file none of whose tables holds a whole row group (`ROW_GROUP_ROWS`: every Spider database,
+    a warehouse of thousands of rows) gets one thread whatever `config` says: no scan of it can use
+    two, and the second cost a small query ~20% of its time (the same results, in an order that no
+    longer varies from run to run)."""
     late = ("enable_external_access", "lock_configuration")
     connection = duckdb.connect(target, read_only=read_only, config={k: v for k, v in config.items() if k not in late})
     try:
         (locked,) = connection.execute("SELECT current_setting('lock_configuration')").fetchone()
         if locked:  # DuckDB's instance of this file, open in this process already: closed before
             return connection
+        if target != ":memory:" and config.get("threads", 1) != 1:
+            (rows,) = connection.execute("SELECT coalesce(max(estimated_size), 0) FROM duckdb_tables()").fetchone()
+            if rows < ROW_GROUP_ROWS:
+                connection.execute("SET threads = 1")
         connection.execute("SET temp_directory = ''")  # nothing spills anyway: max_temp_directory_size is 0
         if allowed_folder is not None:
             connection.execute(f"SET allowed_directories = [{_quoted(allowed_folder + os.sep)}]")
@@ -741,7 +809,7 @@ class AttachedDuckdbSession(DuckdbSession):
     def close(self) -> None:
         super().close()
         if self._alias:
-            self._shared.detach(self._alias)
+            self._shared.release(self._alias)
 
 
 class SharedDuckdb:
@@ -754,13 +822,16 @@ class SharedDuckdb:
     another file system) is put in the folder, attached read-only, and removed at once: while a
     query runs the folder is empty, so no function can read any file through it (DuckDB resolves
     symbolic links, and `..`, before it checks a path). Untrusted SQL can attach nothing itself:
-    only a SELECT statement runs (`DuckdbSession._start`).
+    only a SELECT statement runs (`DuckdbSession._start`). A query can name another database
+    attached to the instance (by its alias): those are the run's own neighbours, judged meanwhile
+    or kept attached to copy rows from (`_source`).
 
     A file is opened in an instance of its own instead (`can_attach`) when a write-ahead log lies
     beside it (the link would leave it out, and the data read would be old), or when it is on
     another file system than the folder and larger than `COPY_BYTES` (a copy per open)."""
 
     COPY_BYTES = 16 * 1024 * 1024
+    KEPT_SOURCES = 4  # files no session holds that stay attached (`_source`)
 
     def __init__(self, config: dict[str, Any]) -> None:
         import tempfile
@@ -773,6 +844,7 @@ class SharedDuckdb:
         self._device = os.stat(self._folder).st_dev
         self._conn = closed_instance(duckdb, ":memory:", self.config, read_only=False, allowed_folder=self._folder)
         self._names = 0
+        self._sources: dict[tuple[Any, ...], list[Any]] = {}  # (path, device, inode, size, time) -> [alias, sessions]
 
     def can_attach(self, path: str) -> bool:
         try:
@@ -788,25 +860,33 @@ class SharedDuckdb:
         """(a connection whose default database is `path`, attached read-only; its alias). With
         `rows`, (table, the rowids kept) for every table (`base.RowIds`), the default database is
         a copy in memory of those rows of those tables (each table as `CREATE TABLE AS` makes it:
-        the columns and types, in rowid order), the file detached again: a shrink's attempt, made
-        here in about a millisecond per table where writing a DuckDB file of it takes ten."""
+        the columns and types, in rowid order), taken from the file attached once for all the
+        copies of it (`_source`): a shrink's attempt, made here in about a millisecond per table
+        where writing a DuckDB file of it takes ten."""
         if dict(config) != self.config:
             raise Refusal("query", "a shared DuckDB instance serves one configuration")
         if os.path.exists(path + ".wal"):
             raise Refusal("missing", f"cannot copy rows of DuckDB database {path}: it has a write-ahead log beside it")
         duckdb = _import_duckdb()
-        alias = self._attach_file(path)
-        if rows is not None:
-            source, alias = alias, self._copy_rows(path, alias, rows)
-            self.detach(source)
+        alias = self._source(path, use=True) if rows is None else self._copy_rows(path, self._source(path), rows)
         connection = self._conn.cursor()
         try:
             connection.execute(f"USE {alias}")
         except duckdb.Error as error:
             connection.close()
-            self.detach(alias)
+            self.release(alias)
             raise Refusal("missing", f"cannot open DuckDB database {path}: {_message(error)}") from None
         return connection, alias
+
+    def release(self, alias: str) -> None:
+        """A session of `alias` has closed: a copy of rows is detached; a file stays attached for
+        the next session or copy (`_source`) until it is among the oldest unused ones."""
+        for entry in self._sources.values():
+            if entry[0] == alias:
+                entry[1] -= 1
+                self._evict()
+                return
+        self.detach(alias)
 
     def _attach_file(self, path: str) -> str:
         duckdb = _import_duckdb()
@@ -830,7 +910,34 @@ class SharedDuckdb:
                 pass
         return alias
 
+    def _source(self, path: str, *, use: bool = False) -> str:
+        """The alias of `path` attached read-only, kept attached for the next sessions and copies
+        of rows (a shrink copies from one neighbour hundreds of times, just after it was judged),
+        each file known by its inode, size and time (a file replaced at its path is attached anew).
+        `use`: for a session, which holds it until `release`. Of the files no session holds, the
+        `KEPT_SOURCES` used last stay attached."""
+        try:
+            info = os.stat(path)
+        except OSError as error:
+            raise Refusal("missing", f"cannot open DuckDB database {path}: {error}") from None
+        key = (path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        entry = self._sources.pop(key, None) or [self._attach_file(path), 0]
+        self._sources[key] = entry  # the most recent last
+        entry[1] += use
+        self._evict()
+        return entry[0]
+
+    def _evict(self) -> None:
+        idle = [key for key, (_, sessions) in self._sources.items() if not sessions]
+        for key in idle[:max(0, len(idle) - self.KEPT_SOURCES)]:
+            self.detach(self._sources.pop(key)[0])
+
     def _copy_rows(self, path: str, source: str, rows: RowIds) -> str:
+        """A new in-memory database holding the rows `rows` names of `source`'s tables. A table's
+        rows are scanned and inserted in rowid order (DuckDB keeps the order of a single table
+        filtered by WHERE, and the insertion order: no sort, which costs half a millisecond a table);
+        a table of no rows (one the queries do not read, once a shrink has emptied it) is made
+        without a scan, in a third of the time."""
         duckdb = _import_duckdb()
         self._names += 1
         alias = f"nl2sql_{self._names}"
@@ -838,14 +945,13 @@ class SharedDuckdb:
             self._conn.execute(f"ATTACH ':memory:' AS {alias}")
             for table, rowids in rows:
                 name = '"' + table.replace('"', '""') + '"'
-                self._conn.execute(
-                    f"CREATE TABLE {alias}.main.{name} AS SELECT * FROM {source}.main.{name}"
-                    " WHERE list_contains(?::BIGINT[], rowid) ORDER BY rowid",
-                    [list(rowids)],
-                )
+                copy = f"CREATE TABLE {alias}.main.{name} AS SELECT * FROM {source}.main.{name}"
+                if rowids:
+                    self._conn.execute(copy + " WHERE list_contains(?::BIGINT[], rowid)", [list(rowids)])
+                else:
+                    self._conn.execute(copy + " LIMIT 0")
         except BaseException as error:
             self.detach(alias)
-            self.detach(source)
             if isinstance(error, duckdb.Error):
                 raise Refusal("missing", f"cannot copy rows of DuckDB database {path}: {_message(error)}") from None
             raise
@@ -1005,7 +1111,7 @@ class Server:
                 old.close()
             self.sessions[handle] = self.open(kind, args)
             return None
-        if op == "close":
+        if op in ("close", "forget"):
             session = self.sessions.pop(message[1], None)
             if session is not None:
                 session.close()
@@ -1079,6 +1185,8 @@ def serve(kind: str, address_space: int) -> None:
         except EOFError:
             break
         reply = server.reply(message)
+        if message[0] == "forget":
+            continue
         try:
             write_all(replies, reply)
         except BrokenPipeError:

@@ -20,7 +20,7 @@ from sqlglot.errors import SqlglotError
 
 from pytest_nl2sql.judge.order import has_top_level_order_by
 from pytest_nl2sql.neighbours import budget
-from pytest_nl2sql.neighbours.distill import Scored, choose, differs, run_query
+from pytest_nl2sql.neighbours.distill import Scored, choose, run_query, score
 from pytest_nl2sql.neighbours.generate import FLAVOURS, CandidateBuilder, Repairer, Rows, create_database
 from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
 from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind, Observed, learn, observe, respelled
@@ -192,11 +192,10 @@ def _build(reader: Any, golds: Sequence[str], count: int, dialect: str, kind: st
             try:
                 if refused and violations(rows, schema, observed, literals):
                     continue  # the database refused rows, and what is left breaks an invariant
-                outcomes = [run_query(connection, sql, kind) for sql in engine_golds]  # type: ignore[arg-type]
-                gold = outcomes[0]
-                if gold is None or None in outcomes:
+                found = score(connection, engine_golds, mutant_sql, kind, order_matters, run=run_query, schema=schema)  # type: ignore[arg-type]
+                if found is None:
                     continue  # the gold must run on every neighbour we keep
-                killed = frozenset(i for i, sql in enumerate(mutant_sql) if differs(gold, run_query(connection, sql, kind), order_matters))
+                gold, killed = found
             finally:
                 connection.close()
             budget.check()  # a candidate finished past the deadline may lack what was interrupted
@@ -268,12 +267,10 @@ def _stress(plausible: list[Built], declared: Schema, observed: Observed, litera
         try:
             if not violations(rows, base.schema, observed, literals, only=[invariant]) or violations(rows, schema, rest, literals):
                 continue  # the break did not survive the repair, or another invariant broke with it
-            outcomes = [run_query(connection, sql, kind) for sql in engine_golds]
-            gold = outcomes[0]
-            if gold is None or None in outcomes:
+            found = score(connection, engine_golds, mutant_sql, kind, order_matters, skip=covered, run=run_query, schema=schema)
+            if found is None:
                 continue
-            killed = frozenset(i for i, sql in enumerate(mutant_sql)
-                               if i not in covered and differs(gold, run_query(connection, sql, kind), order_matters))
+            gold, killed = found
         finally:
             connection.close()
         scored.append(Scored(number, len(gold.rows), killed))  # on equal kills `choose` takes the first in rank order
