@@ -209,7 +209,7 @@ class Alarm:
     `threading.Timer` per query did (a thread started and joined per query, ~0.1-0.3 ms of CPU, as
     much as a small DuckDB query) for queries that run one at a time. `disarm` returns once a firing
     action has finished, so no action reaches a query after it. A process started by fork starts
-    its own thread."""
+    a thread and a lock of its own."""
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
@@ -220,10 +220,10 @@ class Alarm:
     def arm(self, timeout: float, action: Callable[[], None]) -> int:
         """Run `action` in `timeout` seconds unless disarmed first; the token to disarm it with.
         One action at a time: arming replaces the one armed."""
+        if self._pid != os.getpid():  # first use, or a process started by fork: a thread and lock of its own
+            self._condition, self._armed, self._pid = threading.Condition(), None, os.getpid()
+            threading.Thread(target=self._watch, args=(self._condition,), name="nl2sql-alarm", daemon=True).start()
         with self._condition:
-            if self._pid != os.getpid():
-                self._pid = os.getpid()
-                threading.Thread(target=self._watch, name="nl2sql-alarm", daemon=True).start()
             self._tokens += 1
             self._armed = (time.monotonic() + timeout, action, self._tokens)
             self._condition.notify()
@@ -234,17 +234,16 @@ class Alarm:
             if self._armed is not None and self._armed[2] == token:
                 self._armed = None
 
-    def _watch(self) -> None:
-        pid = os.getpid()
-        with self._condition:
-            while self._pid == pid:
+    def _watch(self, condition: threading.Condition) -> None:
+        with condition:
+            while True:
                 if self._armed is None:
-                    self._condition.wait()
+                    condition.wait()
                     continue
                 deadline, action, _ = self._armed
                 left = deadline - time.monotonic()
                 if left > 0:
-                    self._condition.wait(left)
+                    condition.wait(left)
                     continue
                 self._armed = None
                 try:
