@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +99,17 @@ def without_timings(report: dict[str, Any]) -> dict[str, Any]:
         "summary": {k: v for k, v in report["summary"].items() if k not in TIMINGS},
         "items": [{k: v for k, v in item.items() if k not in TIMINGS} for item in report["items"]],
     }
+
+
+def neighbour_databases(cache: Path) -> dict[str, tuple[str, list[list[tuple[Any, ...]]]]]:
+    """Each key of a cache of SQLite neighbours: its manifest and every database's rows, table by
+    table (two caches built alike compare equal)."""
+    found = {}
+    for manifest in sorted(cache.glob("*/*/manifest.json")):
+        databases = []
+        for entry in json.loads(manifest.read_text())["neighbours"]:
+            with closing(sqlite3.connect(manifest.parent / entry["file"])) as con:
+                tables = [name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+                databases.append([tuple(con.execute(f'SELECT * FROM "{t}" ORDER BY rowid')) for t in tables])
+        found[manifest.parent.name] = (manifest.read_text(), databases)
+    return found

@@ -302,27 +302,11 @@ def test_nl2sql_neighbours_build_fills_the_cache_a_run_reads(tmp_path: Path, gen
     assert generations == []
 
 
-def _databases(cache: Path) -> dict[str, tuple[str, list[list[tuple[Any, ...]]]]]:
-    """Each key of a cache of SQLite neighbours: its manifest and every database's rows, table by table."""
-    import json
-    from contextlib import closing
-
-    found = {}
-    for manifest in sorted(cache.glob("*/*/manifest.json")):
-        databases = []
-        for entry in json.loads(manifest.read_text())["neighbours"]:
-            with closing(sqlite3.connect(manifest.parent / entry["file"])) as con:
-                tables = [name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-                databases.append([tuple(con.execute(f'SELECT * FROM "{t}" ORDER BY rowid')) for t in tables])
-        found[manifest.parent.name] = (manifest.read_text(), databases)
-    return found
-
-
 def test_nl2sql_neighbours_build_in_several_processes_builds_the_same(tmp_path: Path, generations: list[str],
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """`--jobs 2` shares the generations out to two other processes (nothing is generated in this
     one); the cache holds the very databases `--jobs 1` builds here, and the lines say the same."""
-    from helpers import make_shop, write_suite
+    from helpers import make_shop, neighbour_databases, write_suite
     from pytest_nl2sql import cli
 
     make_shop(tmp_path)
@@ -336,8 +320,8 @@ def test_nl2sql_neighbours_build_in_several_processes_builds_the_same(tmp_path: 
         said.append(capsys.readouterr().out.splitlines()[0])
     assert len(generations) == 3  # --jobs 1 only: --jobs 2 built in its pool
     assert said[0] == said[1] == f"{suite}: 4 cases, neighbours for 4 (3 generated, 1 found in the cache)"
-    built = _databases(tmp_path / "cache1")
-    assert len(built) == 3 and built == _databases(tmp_path / "cache2")
+    built = neighbour_databases(tmp_path / "cache1")
+    assert len(built) == 3 and built == neighbour_databases(tmp_path / "cache2")
     assert cli.main(["neighbours", "build", str(suite), "--cache-dir", str(tmp_path / "cache2"), "--jobs", "2"]) == 0
     assert "neighbours for 4 (0 generated, 4 found in the cache)" in capsys.readouterr().out
 

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import csv
 import json
-import sqlite3
-from contextlib import closing
-from pathlib import Path
 
 import openpyxl
 import pytest
 
-from helpers import make_shop, read_report, write_jsonl, write_suite
+from helpers import make_shop, neighbour_databases, read_report, write_jsonl, write_suite
 
 CASES = [
     {"id": "count", "question": "How many items?", "gold": "SELECT count(*) FROM item", "predicted": "SELECT count(id) FROM item", "tags": ["agg"]},
@@ -228,19 +225,6 @@ TERM_CASES = [
 ]
 
 
-def _generated(cache: Path) -> dict[str, tuple[str, list[list[tuple[object, ...]]]]]:
-    """A neighbour cache's keys, each with its manifest and every database's rows, table by table."""
-    found = {}
-    for manifest in sorted(cache.glob("*/*/manifest.json")):
-        databases = []
-        for entry in json.loads(manifest.read_text())["neighbours"]:
-            with closing(sqlite3.connect(manifest.parent / entry["file"])) as con:
-                tables = [name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-                databases.append([tuple(con.execute(f'SELECT * FROM "{t}" ORDER BY rowid')) for t in tables])
-        found[manifest.parent.name] = (manifest.read_text(), databases)
-    return found
-
-
 def test_json_report_identical_with_and_without_xdist(shop: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_suite(shop.path, CASES * 1, database="shop.sqlite")
     (shop.path / "results").mkdir()
@@ -271,7 +255,7 @@ def test_json_report_identical_with_and_without_xdist(shop: pytest.Pytester, mon
         tables.append((rows, cells))
     assert reports[0] == reports[1]
     assert tables[0] == tables[1]
-    generated = [_generated(cache) for cache in caches]
+    generated = [neighbour_databases(cache) for cache in caches]
     assert generated[0] == generated[1] and len(generated[0]) >= 3  # every gold's neighbours, row for row
     items = {(i["file"], i["id"]): i for i in reports[0]["items"]}
     assert len(items) == len(CASES) + len(RESULT_FILE_CASES) + len(NEIGHBOUR_CASES) + len(TERM_CASES) - 1
