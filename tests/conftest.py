@@ -3,12 +3,33 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from helpers import SHOP_SQL
+
+
+def _share_bytecode(prefix: Path) -> None:
+    """Where bytecode is not written (PYTHONDONTWRITEBYTECODE, as on the machines this suite runs
+    on), every Python process the suite starts (xdist workers, nested `-n 2` runs, subprocess runs,
+    CLI calls; some hundred) compiled the plugin and assertion-rewrote Hypothesis from source again,
+    ~0.5 s of CPU each. They share one bytecode cache instead, kept out of the source tree
+    (PYTHONPYCACHEPREFIX, which pytest's rewritten modules honour too). Loaded before xdist starts
+    its workers, so they inherit it."""
+    if not sys.dont_write_bytecode:
+        return
+    prefix_text = os.environ.get("PYTHONPYCACHEPREFIX") or str(prefix)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix_text
+    sys.pycache_prefix = prefix_text
+    sys.dont_write_bytecode = False
+
+
+_share_bytecode(Path(__file__).resolve().parents[1] / ".pytest_cache" / "pycache")
 
 # Loaded once for the session: pytester's in-process runs restore sys.modules, and a second import
 # of duckdb aborts the interpreter (server cases now make DuckDB neighbours), while a second import
