@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import json
 import re
 import shutil
@@ -277,12 +278,38 @@ def browser() -> str:
 
 def rendered(browser: str, page: Path, fragment: str, profile: Path) -> str:
     """The DOM of `page#fragment` after its script ran, as headless Chromium serialises it."""
+    return rendered_many(browser, page, [fragment], profile)[0]
+
+
+def rendered_many(browser: str, page: Path, fragments: list[str], profile: Path) -> list[str]:
+    """The DOM of `page#fragment` for each fragment, after the page's script ran, from one launch
+    of headless Chromium (a launch costs ~0.7 s): a harness page beside `page` opens each in its own
+    frame and, as each frame's load event fires (before the harness's own, after which Chromium
+    dumps the DOM), keeps the frame's serialised DOM as the text of a textarea of its own (escaped
+    there by the serialiser, so `html.unescape` gives it back exactly)."""
+    harness = page.with_name(page.stem + "-harness.html")
+    harness.write_text(f"""<!doctype html><html><body><script>
+const fragments = {json.dumps(fragments)};
+fragments.forEach((fragment, n) => {{
+  const frame = document.createElement("iframe");
+  frame.onload = () => {{
+    const out = document.createElement("textarea");
+    out.id = "dom-" + n;
+    out.textContent = frame.contentDocument.documentElement.outerHTML;
+    document.body.appendChild(out);
+  }};
+  frame.src = {json.dumps(page.name)} + fragment;
+  document.body.appendChild(frame);
+}});
+</script></body></html>""", encoding="utf-8")
     command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={profile}",
-               "--dump-dom", page.as_uri() + fragment]
+               "--disable-component-update", "--no-first-run", "--disable-sync", "--allow-file-access-from-files",
+               f"--user-data-dir={profile}", "--dump-dom", harness.as_uri()]
     done = subprocess.run(command, capture_output=True, text=True, timeout=90)
     assert done.returncode == 0 and "<body" in done.stdout, done.stderr[-2000:]
-    return done.stdout
+    doms = dict(re.findall(r'<textarea id="dom-(\d+)">(.*?)</textarea>', done.stdout, re.DOTALL))
+    assert len(doms) == len(fragments), done.stdout[-2000:]
+    return [html.unescape(doms[str(n)]) for n in range(len(fragments))]
 
 
 def body_attributes(dom: str) -> dict[str, str]:
@@ -313,7 +340,10 @@ def test_browser_filters_opens_a_failure_and_keeps_hostile_text_inert(browser: s
     page = tmp_path / "r.html"
     write_report("html", report(items), page)
     open_it = "&open=" + quote("shop.nl2sql.yaml::only-on-a-neighbour", safe="")
-    dom = rendered(browser, page, "#v=mismatch&sort=-n" + open_it, tmp_path / "profile")
+    filtered, searched, hostile = rendered_many(browser, page, [
+        "#v=mismatch&sort=-n" + open_it, "#q=wrong&open=" + quote("shop.nl2sql.yaml::wrong", safe=""),
+        "#open=" + quote(HOSTILE_NODEID, safe="")], tmp_path / "profile")
+    dom = filtered
     attributes = body_attributes(dom)
     assert "data-error" not in attributes and "data-pwned" not in attributes
     assert attributes["data-matching"] == attributes["data-rendered"] == "2"
@@ -324,7 +354,7 @@ def test_browser_filters_opens_a_failure_and_keeps_hostile_text_inert(browser: s
                   "<code>product</code>", '"ink 16"', "24.5", "the prediction returns there:"):
         assert shown in detail, shown
 
-    dom = rendered(browser, page, "#q=wrong&open=" + quote("shop.nl2sql.yaml::wrong", safe=""), tmp_path / "profile")
+    dom = searched
     assert "data-error" not in body_attributes(dom)
     detail = detail_row(dom)
     for shown in ("near miss", "duplicates: the same rows with duplicates lost or added", "attempts", "1 of 3 answers passed",
@@ -332,7 +362,7 @@ def test_browser_filters_opens_a_failure_and_keeps_hostile_text_inert(browser: s
                   "the answer as the model returned it", "Soft scores"):
         assert shown in detail, shown
 
-    dom = rendered(browser, page, "#" + "open=" + quote(HOSTILE_NODEID, safe=""), tmp_path / "profile")
+    dom = hostile
     attributes = body_attributes(dom)
     assert "data-error" not in attributes and "data-pwned" not in attributes
     assert attributes["data-matching"] == str(len(items)) and attributes["data-rendered"] == str(PAGE_ROWS)

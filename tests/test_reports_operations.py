@@ -240,7 +240,7 @@ def browser() -> str:
 def test_browser_a_link_to_a_late_case_builds_one_page_of_rows_and_that_case(browser: str, tmp_path: Path) -> None:
     from urllib.parse import quote
 
-    from test_report_html import body_attributes, case_ids, detail_row, item, rendered, report
+    from test_report_html import body_attributes, case_ids, detail_row, item, rendered_many, report
 
     from pytest_nl2sql.reports.html import PAGE_ROWS
 
@@ -248,7 +248,9 @@ def test_browser_a_link_to_a_late_case_builds_one_page_of_rows_and_that_case(bro
     page = tmp_path / "r.html"
     write_report("html", report(items), page)
     late = items[-3]["id"]
-    dom = rendered(browser, page, "#open=" + quote(f"shop.nl2sql.yaml::{late}", safe=""), tmp_path / "profile")
+    dom, early = rendered_many(browser, page, [
+        "#open=" + quote(f"shop.nl2sql.yaml::{late}", safe=""),
+        "#v=mismatch&sort=-n&open=" + quote(f"shop.nl2sql.yaml::{items[0]['id']}", safe="")], tmp_path / "profile")
     attributes = body_attributes(dom)
     assert "data-error" not in attributes
     assert attributes["data-matching"] == str(len(items))
@@ -258,8 +260,7 @@ def test_browser_a_link_to_a_late_case_builds_one_page_of_rows_and_that_case(bro
     assert dom.count('<tr class="detail"') == 1 and f"shop.nl2sql.yaml::{late}" in detail_row(dom)
     assert f"{len(items) - PAGE_ROWS - 1} cases" in dom  # the gap says what it leaves out
 
-    dom = rendered(browser, page, "#v=mismatch&sort=-n&open=" + quote(f"shop.nl2sql.yaml::{items[0]['id']}", safe=""),
-                   tmp_path / "profile")  # within the first page: no gap, as before
+    dom = early  # within the first page: no gap, as before
     attributes = body_attributes(dom)
     assert "data-error" not in attributes and attributes["data-rendered"] == attributes["data-matching"]
     assert case_ids(dom)[-1] == items[0]["id"] and dom.count('<tr class="detail"') == 1
@@ -268,7 +269,7 @@ def test_browser_a_link_to_a_late_case_builds_one_page_of_rows_and_that_case(bro
 def test_browser_names_that_are_object_properties_stay_names(browser: str, tmp_path: Path) -> None:
     from urllib.parse import quote
 
-    from test_report_html import body_attributes, case_ids, detail_row, item, rendered, report
+    from test_report_html import body_attributes, case_ids, detail_row, item, rendered_many, report
 
     items = [item("a", tags=("__proto__", "x"), hardness="constructor", database="__proto__"),
              item("b", "mismatch", tags=("__proto__",), near_miss="constructor", hardness="toString"),
@@ -276,7 +277,7 @@ def test_browser_names_that_are_object_properties_stay_names(browser: str, tmp_p
              item("d", "mismatch", hardness="easy")]
     page = tmp_path / "r.html"
     write_report("html", report(items), page)
-    for fragment, shown in [
+    filters = [
         ("#sort=constructor", ["a", "b", "c", "d"]),  # not a column: the cases' order
         ("#sort=-__proto__", ["a", "b", "c", "d"]),
         ("#sort=-hardness", None),
@@ -289,19 +290,21 @@ def test_browser_names_that_are_object_properties_stay_names(browser: str, tmp_p
         ("#h=toString&sort=verdict", ["b"]),
         ("#v=constructor", []),
         ("#b=__proto__", []),
-    ]:
-        dom = rendered(browser, page, fragment, tmp_path / "profile")
+    ]
+    *doms, sorted_dom, opened = rendered_many(
+        browser, page, [fragment for fragment, _ in filters] + ["#sort=hardness", "#open=" + quote("shop.nl2sql.yaml::b", safe="")],
+        tmp_path / "profile")
+    for (fragment, shown), dom in zip(filters, doms, strict=True):
         attributes = body_attributes(dom)
         assert "data-error" not in attributes, (fragment, attributes.get("data-error"))
         if shown is not None:
             assert case_ids(dom) == shown, fragment
         else:
             assert sorted(case_ids(dom)) == ["a", "b", "c", "d"], fragment
-    dom = rendered(browser, page, "#sort=hardness", tmp_path / "profile")
-    assert "data-error" not in body_attributes(dom)
-    assert '<option value="__proto__">__proto__ (2)</option>' in dom  # the tag filter offers it, counted
-    assert '<option value="constructor">constructor (1)</option>' in dom
-    dom = rendered(browser, page, "#open=" + quote("shop.nl2sql.yaml::b", safe=""), tmp_path / "profile")
+    assert "data-error" not in body_attributes(sorted_dom)
+    assert '<option value="__proto__">__proto__ (2)</option>' in sorted_dom  # the tag filter offers it, counted
+    assert '<option value="constructor">constructor (1)</option>' in sorted_dom
+    dom = opened
     assert "data-error" not in body_attributes(dom)
     detail = detail_row(dom)
     assert "constructor" in detail and "function" not in detail and "[native code]" not in detail
