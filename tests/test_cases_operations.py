@@ -370,17 +370,17 @@ def test_neighbour_generation_stops_at_its_time_limit_and_says_why(chain: Path, 
 
     from pytest_nl2sql.neighbours import NeighbourCache
 
-    cache = NeighbourCache(tmp_path / "cache", time_limit=2.0)
+    cache = NeighbourCache(tmp_path / "cache", time_limit=1.0)
     gold = [f"SELECT name FROM t{CHAIN_TABLES - 1} WHERE v > 3"]
     started = time.monotonic()
     assert cache.neighbours_for(chain, gold, 3) == ()
-    assert time.monotonic() - started < 30  # 2 s of budget (it took minutes unbounded)
+    assert time.monotonic() - started < 30  # 1 s of budget (it took minutes unbounded)
     why = cache.cut_short(chain, gold, 3)
-    assert why is not None and "cut short" in why and "2 s" in why
+    assert why is not None and "cut short" in why and "(1 s," in why
     assert not any((tmp_path / "cache").rglob("manifest.json"))  # nothing half-made is cached
-    started = time.monotonic()  # the same database again: its cut is remembered, not paid again
-    assert cache.neighbours_for(chain, [f"SELECT name FROM t{CHAIN_TABLES - 2} WHERE v < 3"], 3) == ()
-    assert time.monotonic() - started < 30
+    started = time.monotonic()  # the same case again: its cut is remembered, not paid again
+    assert cache.neighbours_for(chain, gold, 3) == ()
+    assert time.monotonic() - started < 1.0  # paid again, it would take the whole second
 
 
 def test_a_case_on_a_huge_schema_gets_its_verdict_and_a_note_within_the_timeout(chain: Path, pytester: pytest.Pytester,
@@ -388,18 +388,18 @@ def test_a_case_on_a_huge_schema_gets_its_verdict_and_a_note_within_the_timeout(
     import shutil
     import time
 
-    monkeypatch.setattr("pytest_nl2sql.judge.pipeline.GENERATION_FLOOR_S", 0.0)  # the 3 s limit itself, not the floor
+    monkeypatch.setattr("pytest_nl2sql.judge.pipeline.GENERATION_FLOOR_S", 0.0)  # the 1.5 s limit itself, not the floor
     shutil.copy(chain, pytester.path / "chain.sqlite")
     write_suite(pytester.path, [{"id": "big", "gold": f"SELECT name FROM t{CHAIN_TABLES - 1} WHERE v > 3",
                                  "predicted": f"SELECT name FROM t{CHAIN_TABLES - 1} WHERE v >= 4"}], database="chain.sqlite")
     started = time.monotonic()
-    result = pytester.runpytest("-p", "no:cacheprovider", "--nl2sql-timeout=3", "--nl2sql-report=json:r.json")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--nl2sql-timeout=1.5", "--nl2sql-report=json:r.json")
     elapsed = time.monotonic() - started
     result.assert_outcomes(passed=1)
     (item,) = read_report(pytester.path / "r.json")["items"]
     assert item["verdict"] == "pass" and "cut short" in item["extra"]["neighbours_off"], item
     result.stdout.fnmatch_lines(["*cut short*"])
-    assert elapsed < 10 * 3, elapsed
+    assert elapsed < 20 * 1.5, elapsed
 
 
 def test_a_generation_may_take_at_least_the_floor_whatever_the_query_limit(tmp_path: Path) -> None:
