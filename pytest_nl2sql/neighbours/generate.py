@@ -30,7 +30,7 @@ from sqlglot.errors import SqlglotError
 from pytest_nl2sql.neighbours import budget
 from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
 from pytest_nl2sql.neighbours.literals import GoldFacts, Hint, Top
-from pytest_nl2sql.neighbours.schema import DATE, DUCKDB_HOST, INT, OTHER, REAL, TEXT, TIMESTAMP, ForeignKey, Schema, Table, quote
+from pytest_nl2sql.neighbours.schema import DATE, DUCKDB_HOST, INT, OTHER, REAL, TEXT, TIMESTAMP, Column, ForeignKey, Schema, Table, quote
 from pytest_nl2sql.neighbours.values import (
     Unstorable,
     fresh_value,
@@ -109,7 +109,18 @@ def topological(schema: Schema, links: dict[str, list[ForeignKey]] | None = None
 
 
 def parent_columns(schema: Schema, fk: ForeignKey) -> tuple[Table, tuple[str, ...]] | None:
-    """The parent table and the referenced columns (its primary key when none are named)."""
+    """The parent table and the referenced columns (its primary key when none are named).
+    Remembered per schema and foreign key (asked for per row and per candidate)."""
+    memo = schema.derived.setdefault("parent_columns", {})
+    entry = memo.get(id(fk))
+    if entry is not None and entry[0] is fk:
+        return entry[1]  # type: ignore[no-any-return]
+    found = _parent_columns(schema, fk)
+    memo[id(fk)] = (fk, found)  # the key kept alive with its entry: its id is never another's
+    return found
+
+
+def _parent_columns(schema: Schema, fk: ForeignKey) -> tuple[Table, tuple[str, ...]] | None:
     parent = schema.table(fk.parent)
     if parent is None:
         return None
@@ -1046,6 +1057,7 @@ class Repairer:
         self.keep = keep
         self.order = topological(schema)
         self.fresh_counter = 0
+        self._fixed = False  # whether the check running changed a row (drew from the rng, or dropped one)
 
     def repair(self, rows: Rows) -> Rows:
         rows = {name: list(table_rows) for name, table_rows in rows.items()}
@@ -1060,24 +1072,37 @@ class Repairer:
         return self._declared(rows)
 
     def _declared(self, rows: Rows) -> Rows:
-        """The declared constraints (and those folded into the schema), until nothing changes."""
+        """The declared constraints (and those folded into the schema), until nothing changes.
+        A table is checked again only when its rows or its parents' rows changed since a check
+        that changed nothing (and so drew nothing from the rng: the same rows check the same)."""
+        plans = _plans(self.schema)
+        clean: dict[str, tuple[list[tuple[Any, ...]], ...]] = {}  # table -> its rows and its parents' at its last clean check
         for _ in range(6):
             changed = False
             for table in self.order:
                 budget.check()
+                plan = plans[table.name]
                 before = rows[table.name]
+                inputs = (before, *(rows[name] for name in plan.parents))
+                last = clean.get(table.name)
+                if last is not None and all(a is b for a, b in zip(last, inputs)):
+                    continue
+                self._fixed = False
                 after = self._not_null(table, before)
                 after = self._foreign_keys(table, after, rows)
                 after = self._unique(table, after, rows)
                 if after != before:
                     changed = True
-                rows[table.name] = after
+                if self._fixed:
+                    rows[table.name] = after
+                else:  # every row kept as it was: the list the check saw stays, to be known again
+                    clean[table.name] = inputs
             if not changed:
                 break
         return rows
 
     def _not_null(self, table: Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        required = [i for i, c in enumerate(table.columns) if c.not_null or c.name in table.primary_key]
+        required = _plans(self.schema)[table.name].required
         if not required:
             return rows
         result = []
@@ -1085,6 +1110,7 @@ class Repairer:
             if all(row[i] is not None for i in required):
                 result.append(row)
                 continue
+            self._fixed = True
             fixed = list(row)
             for i in required:
                 if fixed[i] is None:
@@ -1101,24 +1127,19 @@ class Repairer:
         self.fresh_counter += 1
         return self.fresh_counter
 
-    def _parent_keys(self, fk: ForeignKey, rows: Rows) -> tuple[Table, list[tuple[Any, ...]]] | None:
-        found = parent_columns(self.schema, fk)
-        if found is None:
-            return None
-        parent, referenced = found
-        positions = [parent.position(c) for c in referenced]
-        keys = [tuple(row[p] for p in positions) for row in rows[parent.name]]
-        return parent, [key for key in dict.fromkeys(keys) if None not in key]
-
     def _foreign_keys(self, table: Table, rows: list[tuple[Any, ...]], all_rows: Rows) -> list[tuple[Any, ...]]:
-        for fk in table.foreign_keys:
-            found = self._parent_keys(fk, all_rows if fk.parent.lower() != table.name.lower() else {**all_rows, table.name: rows})
-            if found is None:
-                continue
-            parent, keys = found
-            referenced = parent_columns(self.schema, fk)[1]  # type: ignore[index]
-            parent_cols = [parent.column(c) for c in referenced]
-            positions = [table.position(c) for c in fk.columns]
+        kind = self.schema.kind
+        for link in _plans(self.schema)[table.name].links:
+            parent_rows = rows if link.own else all_rows[link.parent.name]
+            if len(link.keys) == 1:
+                (key,), (parent_column,), (position,) = link.keys, link.parent_columns, link.positions
+                keyset = {(row[key],) for row in parent_rows if row[key] is not None}
+                if all(value is None or (stored_or_none(value, parent_column, kind),) in keyset
+                       for value in [row[position] for row in rows]):
+                    continue  # every row points at a parent (or at none): nothing to do
+            keys = [tuple(row[p] for p in link.keys) for row in parent_rows]
+            keys = [key for key in dict.fromkeys(keys) if None not in key]
+            parent_cols, positions = link.parent_columns, link.positions
             keyset = set(keys)
             result = []
             for row in rows:
@@ -1126,15 +1147,16 @@ class Repairer:
                 if any(v is None for v in values):
                     result.append(row)
                     continue
-                as_parent = tuple(stored_or_none(v, c, self.schema.kind) for v, c in zip(values, parent_cols))
+                as_parent = tuple(stored_or_none(v, c, kind) for v, c in zip(values, parent_cols))
                 if as_parent in keyset:
                     result.append(row)
                     continue
+                self._fixed = True
                 fixed = list(row)
                 if keys:
                     choice = self.rng.choice(keys)
                     for p, v in zip(positions, choice):
-                        fixed[p] = stored_or_none(v, table.columns[p], self.schema.kind)
+                        fixed[p] = stored_or_none(v, table.columns[p], kind)
                     if any(fixed[p] is None for p in positions):
                         continue
                 elif all(not table.columns[p].not_null and table.columns[p].name not in table.primary_key for p in positions):
@@ -1147,9 +1169,13 @@ class Repairer:
         return rows
 
     def _unique(self, table: Table, rows: list[tuple[Any, ...]], all_rows: Rows) -> list[tuple[Any, ...]]:
-        fk_columns = {c for fk in table.foreign_keys for c in fk.columns}
-        for key in table.uniques:
-            positions = [table.position(c) for c in key]
+        plan = _plans(self.schema)[table.name]
+        for key, positions, free in plan.uniques:
+            if len(positions) == 1:
+                column = [row[positions[0]] for row in rows]
+                present = column if key == table.primary_key else [v for v in column if v is not None]
+                if len(set(present)) == len(present):
+                    continue  # no two rows share the key: nothing to do
             seen: set[tuple[Any, ...]] = set()
             taken = {i: {row[i] for row in rows} for i in positions}
             result = []
@@ -1162,7 +1188,7 @@ class Repairer:
                     seen.add(value)
                     result.append(row)
                     continue
-                free = [p for p in positions if table.columns[p].name not in fk_columns]
+                self._fixed = True
                 if not free:
                     continue  # a key made of foreign keys only: drop the copy
                 fixed = list(row)
@@ -1177,6 +1203,56 @@ class Repairer:
                 result.append(tuple(fixed))
             rows = result
         return rows
+
+
+@dataclass(frozen=True)
+class _Link:
+    """A foreign key as the repair follows it: the parent, its referenced columns' positions and
+    columns, the child's positions; `own`: the table points at itself (its rows as they are being
+    repaired are the parent's)."""
+
+    parent: Table
+    keys: tuple[int, ...]
+    parent_columns: tuple[Column, ...]
+    positions: tuple[int, ...]
+    own: bool
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the repair of one table needs of the schema, worked out once per schema."""
+
+    required: tuple[int, ...]  # NOT NULL and primary key columns
+    links: tuple[_Link, ...]  # the foreign keys whose parent is found, in declared order
+    uniques: tuple[tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]], ...]  # (key, positions, positions not in a foreign key)
+    parents: tuple[str, ...]  # the tables whose rows the check reads besides the table's own
+
+
+def _plans(schema: Schema) -> dict[str, _Plan]:
+    plans = schema.derived.get("repair")
+    if plans is None:
+        plans = schema.derived["repair"] = {table.name: _plan(schema, table) for table in schema.tables}
+    return plans  # type: ignore[no-any-return]
+
+
+def _plan(schema: Schema, table: Table) -> _Plan:
+    required = tuple(i for i, c in enumerate(table.columns) if c.not_null or c.name in table.primary_key)
+    links = []
+    for fk in table.foreign_keys:
+        found = parent_columns(schema, fk)
+        if found is None:
+            continue
+        parent, referenced = found
+        own = fk.parent.lower() == table.name.lower() and parent.name == table.name
+        links.append(_Link(parent, tuple(parent.position(c) for c in referenced), tuple(parent.column(c) for c in referenced),  # type: ignore[misc]
+                           tuple(table.position(c) for c in fk.columns), own))
+    fk_columns = {c for fk in table.foreign_keys for c in fk.columns}
+    uniques = []
+    for key in table.uniques:
+        positions = tuple(table.position(c) for c in key)
+        uniques.append((key, positions, tuple(p for p in positions if table.columns[p].name not in fk_columns)))
+    parents = tuple(dict.fromkeys(link.parent.name for link in links if not link.own))
+    return _Plan(required, tuple(links), tuple(uniques), parents)
 
 
 # ----------------------------------------------------------------------------- writing a candidate

@@ -27,6 +27,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
 from pytest_nl2sql.neighbours import budget
@@ -89,6 +90,37 @@ class Invariant:
         if kind is InvariantKind.ONCE:
             return f"several rows of {self.table} have {self.column} = {self.values[0]!r}"
         return f"{self.table}.{self.column} holds a value outside {list(self.values)}"
+
+    # Look-ups of `values`, made once per invariant: the repair and the checks ask for them per
+    # candidate, and a name's pairs can be thousands long.
+    @cached_property
+    def pairs(self) -> dict[Any, Any]:
+        """FACT: name -> reference."""
+        return dict(self.values)
+
+    @cached_property
+    def rows_by_name(self) -> dict[Any, tuple[Any, ...]]:
+        """IDENTITY: name -> (key, *references)."""
+        return {row[0]: row[1:] for row in self.values}
+
+    @cached_property
+    def key_by_name(self) -> dict[Any, Any]:
+        """IDENTITY: name -> key."""
+        return {row[0]: row[1] for row in self.values}
+
+    @cached_property
+    def references_by_name(self) -> dict[Any, tuple[Any, ...]]:
+        """IDENTITY: name -> references."""
+        return {row[0]: row[2:] for row in self.values}
+
+    @cached_property
+    def value_set(self) -> frozenset[Any]:
+        """CATEGORY: the values, and (`folded_values`) their spellings compared without case and outer spaces."""
+        return frozenset(self.values)
+
+    @cached_property
+    def folded_values(self) -> frozenset[Any]:
+        return frozenset(v.strip().lower() if isinstance(v, str) else v for v in self.values)
 
     def __hash__(self) -> int:  # identity pairs can be long: hash what names the invariant
         return hash((self.kind, self.table, self.column, self.other_table, self.other_column, self.together))

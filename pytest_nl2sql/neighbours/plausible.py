@@ -70,18 +70,18 @@ class Keeper:
             elif kind is InvariantKind.IDENTITY and invariant.values:
                 self._identity(table, invariant, rows)
             elif kind is InvariantKind.FACT and invariant.values:
-                parents = {name: (parent,) for name, parent in invariant.values}
+                parents = invariant.pairs
                 name, pointer = table.position(invariant.column), table.position(invariant.other_column)
-                rows[table.name] = [self._own_parents(table, row, [pointer], parents[row[name]], rows, name)
-                                    if row[name] in parents and row[pointer] != parents[row[name]][0] else row
+                rows[table.name] = [self._own_parents(table, row, [pointer], (parents[row[name]],), rows, name)
+                                    if row[name] in parents and row[pointer] != parents[row[name]] else row
                                     for row in rows[table.name]]
         return rows
 
     def _identity(self, table: Table, invariant: Invariant, rows: Rows) -> None:
         """A row named like a source row takes that row's key (and its children follow), or, when
         another row holds that key, a name of its own: no neighbour calls Aruba 'ASM'."""
-        keys = {row[0]: row[1] for row in invariant.values}
-        parents = {row[0]: row[2:] for row in invariant.values}
+        keys = invariant.key_by_name
+        parents = invariant.references_by_name
         name, key = table.position(invariant.column), table.position(invariant.other_column)
         pointers = [table.position(c) for c in invariant.together]
         held = {row[key] for row in rows[table.name]}
@@ -158,11 +158,17 @@ class Keeper:
     def _one_spelling(self, table: Table, invariant: Invariant, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         position = table.position(invariant.column)
         spelled: dict[Any, Any] = {}
+        folds: dict[str, str] = {}  # each distinct text folded once
         for value in [*self.literals.get((table.name, invariant.column), []), *(row[position] for row in rows)]:
             if isinstance(value, str):
-                spelled.setdefault(fold(value), value)
-        return [row if not isinstance(row[position], str) or spelled[fold(row[position])] == row[position]
-                else row[:position] + (spelled[fold(row[position])],) + row[position + 1:] for row in rows]
+                folded = folds.get(value)
+                if folded is None:
+                    folded = folds[value] = value.strip().lower()
+                spelled.setdefault(folded, value)
+        if len(spelled) == len(folds):  # one text per spelling: every row keeps its own
+            return list(rows)
+        return [row if not isinstance(row[position], str) or spelled[folds[row[position]]] == row[position]
+                else row[:position] + (spelled[folds[row[position]]],) + row[position + 1:] for row in rows]
 
     def _once(self, table: Table, invariant: Invariant, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         position = table.position(invariant.column)
@@ -218,6 +224,8 @@ def offending(rows: Rows, schema: Schema, invariant: Invariant, literals: dict[t
     kind = invariant.kind
     if kind in (InvariantKind.UNIQUE, InvariantKind.ONCE, InvariantKind.SPELLING):
         positions = [table.position(c) for c in (invariant.column, *invariant.together)]
+        if len(positions) == 1 and _none_offend(mine, at, invariant):
+            return set()
         seen: dict[Any, Any] = {}
         bad = set()
         for index, row in enumerate(mine):
@@ -237,22 +245,40 @@ def offending(rows: Rows, schema: Schema, invariant: Invariant, literals: dict[t
     if kind is InvariantKind.NOT_NULL:
         return {i for i, row in enumerate(mine) if row[at] is None}
     if kind is InvariantKind.IDENTITY:
-        known = {row[0]: row[1:] for row in invariant.values}
+        known = invariant.rows_by_name
         others = [table.position(c) for c in (invariant.other_column, *invariant.together)]
         return {i for i, row in enumerate(mine) if row[at] in known and known[row[at]] != tuple(row[p] for p in others)}
     if kind is InvariantKind.FACT:
-        facts = dict(invariant.values)
+        facts = invariant.pairs
         pointer = table.position(invariant.other_column)
         return {i for i, row in enumerate(mine) if row[at] in facts and facts[row[at]] != row[pointer]}
     if kind is InvariantKind.CATEGORY:
-        allowed = set(invariant.values) | set(literals.get((table.name, invariant.column), []))
-        folded = {fold(a) for a in allowed}
+        named = literals.get((table.name, invariant.column))
+        if named:
+            allowed = set(invariant.values) | set(named)
+            folded = {fold(a) for a in allowed}
+        else:  # the common case: made once per invariant
+            allowed, folded = invariant.value_set, invariant.folded_values  # type: ignore[assignment]
         return {i for i, row in enumerate(mine) if row[at] is not None and row[at] not in allowed and fold(row[at]) not in folded}
     other = schema.table(invariant.other_table)  # INCLUSION and PARTICIPATION
     if other is None or other.column(invariant.other_column) is None:
         return set()
     theirs = {row[other.position(invariant.other_column)] for row in rows.get(other.name, [])}
     return {i for i, row in enumerate(mine) if row[at] is not None and row[at] not in theirs}
+
+
+def _none_offend(mine: list[tuple[Any, ...]], at: int, invariant: Invariant) -> bool:
+    """Whether no row breaks a one-column UNIQUE, ONCE or SPELLING invariant, told from the
+    column's distinct values (what most checks find, at C speed); False: look row by row."""
+    column = [row[at] for row in mine]
+    if invariant.kind is InvariantKind.UNIQUE:
+        present = [v for v in column if v is not None]
+        return len(set(present)) == len(present)
+    if invariant.kind is InvariantKind.ONCE:
+        literal = invariant.values[0]
+        return sum(1 for v in column if v is not None and v == literal) <= 1
+    texts = {v for v in column if isinstance(v, str)}  # SPELLING: each folded spelling has one text
+    return len({v.strip().lower() for v in texts}) == len(texts)
 
 
 def settle(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[str, str], list[Any]]) -> Rows:

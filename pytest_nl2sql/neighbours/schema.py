@@ -91,6 +91,12 @@ class Schema:
     def table(self, name: str) -> Table | None:
         return self._by_name.get(name.lower())
 
+    @functools.cached_property
+    def derived(self) -> dict[str, Any]:
+        """What generation works out from this schema once and asks for per row or per candidate
+        (`generate.parent_columns`, the repair's plan), by the name of what it is."""
+        return {}
+
 
 class SchemaUnsupported(Exception):
     """The source's schema has something the generator cannot copy faithfully."""
