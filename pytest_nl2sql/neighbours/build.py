@@ -11,7 +11,7 @@ import hashlib
 import random
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from sqlglot.errors import SqlglotError
 from pytest_nl2sql.judge.order import has_top_level_order_by
 from pytest_nl2sql.neighbours import budget
 from pytest_nl2sql.neighbours.distill import Scored, choose, run_query, score
-from pytest_nl2sql.neighbours.generate import FLAVOURS, CandidateBuilder, Repairer, Rows, create_database
+from pytest_nl2sql.neighbours.generate import FLAVOURS, CandidateBuilder, Repairer, Rows, create_candidate
 from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
 from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind, Observed, learn, observe, respelled
 from pytest_nl2sql.neighbours.literals import GoldFacts, parse_gold, read_golds
@@ -38,6 +38,7 @@ class Built:
     rows: Rows
     note: str
     breaks: Invariant | None = None  # a stress neighbour: the one invariant it breaks
+    image: bytes | None = field(default=None, compare=False, repr=False)  # the SQLite file of these rows (`create_candidate`)
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,8 @@ def _source_errors(kind: str) -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def _at_computed(connection: Any, rows: Rows, computed: list[tuple[tuple[str, str], str]], builder: CandidateBuilder,
-                 repairer: Repairer, kind: str) -> tuple[Any, Rows]:
+def _at_computed(connection: Any, rows: Rows, image: bytes | None, computed: list[tuple[tuple[str, str], str]],
+                 builder: CandidateBuilder, repairer: Repairer, kind: str) -> tuple[Any, Rows, bytes | None]:
     """Rows at the values the gold's subqueries compute on this candidate (`x > (SELECT avg(x) ...)`
     has no literal to put rows next to), and the candidate written again with them."""
     for _ in range(2):  # again if the added rows moved the value (floating point, a join)
@@ -116,8 +117,8 @@ def _at_computed(connection: Any, rows: Rows, computed: list[tuple[tuple[str, st
         if added is rows:
             break
         connection.close()
-        connection, rows = create_database(builder.schema, repairer.repair(added), ":memory:", repairer)
-    return connection, rows
+        connection, rows, image = create_candidate(builder.schema, repairer.repair(added), repairer)
+    return connection, rows, image
 
 
 def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect: str, kind: str, seed: bytes,
@@ -180,10 +181,10 @@ def _build(reader: Any, golds: Sequence[str], count: int, dialect: str, kind: st
             try:
                 builder = CandidateBuilder(schema, reader, facts, rng, flavour)
                 settled = settle(repairer.repair(builder.build()), schema, observed, literals)
-                connection, rows = create_database(schema, settled, ":memory:", repairer)
+                connection, rows, image = create_candidate(schema, settled, repairer)
                 refused = rows != settled
                 if computed:
-                    connection, rows = _at_computed(connection, rows, computed, builder, repairer, kind)
+                    connection, rows, image = _at_computed(connection, rows, image, computed, builder, repairer, kind)
                     refused = True  # rows were added and repaired again: check them
             except errors as error:
                 budget.check()  # the source's sample interrupted at the deadline: no bad candidate
@@ -200,7 +201,7 @@ def _build(reader: Any, golds: Sequence[str], count: int, dialect: str, kind: st
                 connection.close()
             budget.check()  # a candidate finished past the deadline may lack what was interrupted
             scored.append(Scored(number, len(gold.rows), killed))
-            candidates[number] = Built(schema, rows, flavour.note)
+            candidates[number] = Built(schema, rows, flavour.note, image=image)
         chosen = choose(scored, count)
         plausible = [candidates[s.index] for s in chosen]
         covered = frozenset(i for s in chosen for i in s.killed)
@@ -259,7 +260,7 @@ def _stress(plausible: list[Built], declared: Schema, observed: Observed, litera
             continue
         repairer = Repairer(schema, rng, Keeper(schema, rest, literals, rng).keep)
         try:
-            connection, rows = create_database(schema, settle(repairer.repair(broken), schema, rest, literals), ":memory:", repairer)
+            connection, rows, image = create_candidate(schema, settle(repairer.repair(broken), schema, rest, literals), repairer)
         except _source_errors(kind) as error:
             budget.check()
             raise_if_interrupt(error)
@@ -274,7 +275,7 @@ def _stress(plausible: list[Built], declared: Schema, observed: Observed, litera
         finally:
             connection.close()
         scored.append(Scored(number, len(gold.rows), killed))  # on equal kills `choose` takes the first in rank order
-        made[number] = Built(schema, rows, f"stress: {invariant.words()}", invariant)
+        made[number] = Built(schema, rows, f"stress: {invariant.words()}", invariant, image)
     # a name the gold compares with a literal, repeated, comes first: 'Kyle' twice, two customers
     # called Gruber (first and last name both unique: a dropped conjunct shows only there)
     named = [s for s in scored if wanted[s.index].kind in (InvariantKind.ONCE, InvariantKind.UNIQUE)

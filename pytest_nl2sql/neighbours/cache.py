@@ -240,8 +240,11 @@ class NeighbourCache:
             for index, neighbour in enumerate(built.neighbours):
                 budget.check()
                 name = f"{index}.{suffix}"
-                connection, _ = create_database(neighbour.schema, neighbour.rows, staging / name, Repairer(neighbour.schema, random.Random(0)))
-                connection.close()
+                if kind == "sqlite" and getattr(neighbour, "image", None) is not None:
+                    (staging / name).write_bytes(neighbour.image)  # what the line below writes for these rows, made when they were scored
+                else:
+                    connection, _ = create_database(neighbour.schema, neighbour.rows, staging / name, Repairer(neighbour.schema, random.Random(0)))
+                    connection.close()
                 os.chmod(staging / name, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
                 entries.append({"file": name, "note": neighbour.note,
                                 "breaks": neighbour.breaks.to_json() if neighbour.breaks is not None else None})

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_nl2sql.engines.worker_child import Alarm
-from pytest_nl2sql.judge.compare import compare_results
+from pytest_nl2sql.judge.compare import DEFAULT_OPTIONS, Mode, compare_results
 from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
 
 SQLITE_STEP_CALLS = 2000  # progress-handler calls (every 1000 VM steps): ~2M steps, ~0.1-0.3 s
@@ -143,7 +143,11 @@ def differs(gold: Outcome, other: Outcome | None, order_matters: bool) -> bool:
         return False  # a mutant that fails separates nothing a prediction would pass with
     if other.columns == gold.columns and other.rows == gold.rows:
         return False  # the same rows in the same order: no need for the full comparison
-    return not compare_results(gold.rows, other.rows, order_matters, gold_columns=gold.columns, pred_columns=other.columns).match
+    if len(other.rows) != len(gold.rows) and DEFAULT_OPTIONS.mode is Mode.EXEC:
+        return True  # another number of rows never matches in the default mode (its first rule after equality)
+    # only whether they match: no diff or reason made for a mismatch (most mutants' outcome)
+    return not compare_results(gold.rows, other.rows, order_matters, gold_columns=gold.columns, pred_columns=other.columns,
+                               explain=False).match
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,17 @@ MAX_GROUP_BOUND = 12  # HAVING count(...) > n: groups of n-1, n and n+1 joined r
 def topological(schema: Schema, links: dict[str, list[ForeignKey]] | None = None) -> list[Table]:
     """Parents before children; a cycle is broken where it is met (depth-first, schema order).
     `links`: foreign keys by table name, when more than the declared ones count. Iterative: a
-    chain of thousands of tables, children created first, is deeper than Python's recursion."""
+    chain of thousands of tables, children created first, is deeper than Python's recursion.
+    The declared order is worked out once per schema (each candidate asks for it several times)."""
+    if links is None:
+        order = schema.derived.get("topological")
+        if order is None:
+            order = schema.derived["topological"] = tuple(_topological(schema, None))
+        return list(order)
+    return _topological(schema, links)
+
+
+def _topological(schema: Schema, links: dict[str, list[ForeignKey]] | None) -> list[Table]:
     order: list[Table] = []
     state: dict[str, int] = {}
 
@@ -753,12 +763,12 @@ class CandidateBuilder:
         was copied from (which the repair would leave holding the key)."""
         fixed_columns = {c for fk in self.links[table.name] for c in fk.columns}
         hinted = {hint.column[1] for hint in self._hints_of(table)}
-        seen = {key: {tuple(row[table.position(c)] for c in key) for row in existing} for key in table.uniques}
+        keys = [(key, [table.position(c) for c in key]) for key in table.uniques]
+        seen = {key: {tuple(row[p] for p in positions) for row in existing} for key, positions in keys}
         result: list[tuple[Any, ...]] = []
         for original in made:
             row = list(original)
-            for key in table.uniques:
-                positions = [table.position(c) for c in key]
+            for key, positions in keys:
                 value = tuple(row[p] for p in positions)
                 if any(v is None for v in value):
                     continue
@@ -1075,7 +1085,7 @@ class Repairer:
         """The declared constraints (and those folded into the schema), until nothing changes.
         A table is checked again only when its rows or its parents' rows changed since a check
         that changed nothing (and so drew nothing from the rng: the same rows check the same)."""
-        plans = _plans(self.schema)
+        plans = repair_plans(self.schema)
         clean: dict[str, tuple[list[tuple[Any, ...]], ...]] = {}  # table -> its rows and its parents' at its last clean check
         for _ in range(6):
             changed = False
@@ -1102,7 +1112,7 @@ class Repairer:
         return rows
 
     def _not_null(self, table: Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        required = _plans(self.schema)[table.name].required
+        required = repair_plans(self.schema)[table.name].required
         if not required:
             return rows
         result = []
@@ -1129,7 +1139,7 @@ class Repairer:
 
     def _foreign_keys(self, table: Table, rows: list[tuple[Any, ...]], all_rows: Rows) -> list[tuple[Any, ...]]:
         kind = self.schema.kind
-        for link in _plans(self.schema)[table.name].links:
+        for link in repair_plans(self.schema)[table.name].links:
             parent_rows = rows if link.own else all_rows[link.parent.name]
             if len(link.keys) == 1:
                 (key,), (parent_column,), (position,) = link.keys, link.parent_columns, link.positions
@@ -1169,7 +1179,7 @@ class Repairer:
         return rows
 
     def _unique(self, table: Table, rows: list[tuple[Any, ...]], all_rows: Rows) -> list[tuple[Any, ...]]:
-        plan = _plans(self.schema)[table.name]
+        plan = repair_plans(self.schema)[table.name]
         for key, positions, free in plan.uniques:
             if len(positions) == 1:
                 column = [row[positions[0]] for row in rows]
@@ -1228,7 +1238,8 @@ class _Plan:
     parents: tuple[str, ...]  # the tables whose rows the check reads besides the table's own
 
 
-def _plans(schema: Schema) -> dict[str, _Plan]:
+def repair_plans(schema: Schema) -> dict[str, _Plan]:
+    """Each table's `_Plan` (by name), worked out once per schema."""
     plans = schema.derived.get("repair")
     if plans is None:
         plans = schema.derived["repair"] = {table.name: _plan(schema, table) for table in schema.tables}
@@ -1452,13 +1463,27 @@ def _as_columns(batch: Sequence[tuple[Any, ...]]) -> list[list[Any]] | None:
 def create_database(schema: Schema, rows: Rows, target: str | Path, repairer: Repairer) -> tuple[Any, Rows]:
     """Write `rows`; if the database refused some, repair again (children of a refused parent)
     and rewrite, until every row goes in."""
+    connection, kept, _ = _create_until_kept(schema, rows, target, repairer, False)
+    return connection, kept
+
+
+def create_candidate(schema: Schema, rows: Rows, repairer: Repairer) -> tuple[Any, Rows, bytes | None]:
+    """`create_database` in memory, and the image of the database (SQLite): the bytes that
+    `create_database` writes into a file for the rows it kept, where its last attempt took every
+    row (so that the cache writes a chosen candidate without building it again); else None."""
+    return _create_until_kept(schema, rows, ":memory:", repairer, schema.kind == "sqlite" and _CAN_SERIALIZE)
+
+
+def _create_until_kept(schema: Schema, rows: Rows, target: str | Path, repairer: Repairer,
+                       image: bool) -> tuple[Any, Rows, bytes | None]:
     create = create_sqlite if schema.kind == "sqlite" else create_duckdb
     for _ in range(3):
         connection, kept = create(schema, rows, target)
         if kept == rows:
-            return connection, kept
+            return connection, kept, connection.serialize() if image else None
         connection.close()
         if str(target) != ":memory:":
             Path(target).unlink(missing_ok=True)
         rows = repairer.repair(kept)
-    return create(schema, rows, target)
+    connection, kept = create(schema, rows, target)
+    return connection, kept, connection.serialize() if image and kept == rows else None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_nl2sql.neighbours import budget
-from pytest_nl2sql.neighbours.generate import Rows, parent_columns, stored_or_none
+from pytest_nl2sql.neighbours.generate import Rows, parent_columns, repair_plans, stored_or_none
 from pytest_nl2sql.neighbours.invariants import Invariant, InvariantKind, Observed
 from pytest_nl2sql.neighbours.literals import GoldFacts
 from pytest_nl2sql.neighbours.schema import DATE, INT, REAL, TIMESTAMP, Schema, Table
@@ -53,10 +53,9 @@ class Keeper:
 
     def keep(self, rows: Rows) -> Rows:
         rows = dict(rows)
-        for invariant in self.observed.invariants:
+        for invariant, table in _resolved(self.schema, self.observed):
             budget.check()
-            table = self.schema.table(invariant.table)
-            if table is None or table.column(invariant.column) is None:
+            if table is None:
                 continue
             kind = invariant.kind
             if kind is InvariantKind.CATEGORY:
@@ -157,16 +156,19 @@ class Keeper:
 
     def _one_spelling(self, table: Table, invariant: Invariant, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         position = table.position(invariant.column)
+        literals = self.literals.get((table.name, invariant.column), [])
+        texts = {row[position] for row in rows if isinstance(row[position], str)}
+        texts.update(v for v in literals if isinstance(v, str))
+        if len({v.strip().lower() for v in texts}) == len(texts):  # one text per spelling: every row keeps its own
+            return list(rows)
         spelled: dict[Any, Any] = {}
         folds: dict[str, str] = {}  # each distinct text folded once
-        for value in [*self.literals.get((table.name, invariant.column), []), *(row[position] for row in rows)]:
+        for value in [*literals, *(row[position] for row in rows)]:
             if isinstance(value, str):
                 folded = folds.get(value)
                 if folded is None:
                     folded = folds[value] = value.strip().lower()
                 spelled.setdefault(folded, value)
-        if len(spelled) == len(folds):  # one text per spelling: every row keeps its own
-            return list(rows)
         return [row if not isinstance(row[position], str) or spelled[folds[row[position]]] == row[position]
                 else row[:position] + (spelled[folds[row[position]]],) + row[position + 1:] for row in rows]
 
@@ -204,6 +206,20 @@ class Keeper:
             template = self.rng.choice(rows[child.name])
             made.append(template[:pointer] + (row[key],) + template[pointer + 1:])
         rows[child.name] = rows[child.name] + made
+
+
+def _resolved(schema: Schema, observed: Observed) -> list[tuple[Invariant, Table | None]]:
+    """Each invariant with its table in `schema` (None where the table or its column is not
+    there), worked out once per schema and set of invariants (`keep` runs per repair pass)."""
+    memo = schema.derived.setdefault("keeper", {})
+    entry = memo.get(id(observed))
+    if entry is None or entry[0] is not observed:
+        found = []
+        for invariant in observed.invariants:
+            table = schema.table(invariant.table)
+            found.append((invariant, table if table is not None and table.column(invariant.column) is not None else None))
+        entry = memo[id(observed)] = (observed, found)  # the key kept alive with its entry
+    return entry[1]  # type: ignore[no-any-return]
 
 
 def violations(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[str, str], list[Any]],
@@ -286,8 +302,8 @@ def settle(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[
     repair (a parent left childless, a child left without parent, ...), until none does. Rows only
     go, so it ends; what is left is plausible, if smaller."""
     rows = {name: list(table_rows) for name, table_rows in rows.items()}
-    declared = [(table, fk, found) for table in schema.tables for fk in table.foreign_keys
-                if (found := parent_columns(schema, fk)) is not None]
+    plans = repair_plans(schema)
+    declared = [(table, link) for table in schema.tables for link in plans[table.name].links]
     changed: set[str] | None = None  # the tables that lost rows in the last pass (None: check everything)
     while True:
         dropped: set[str] = set()
@@ -298,16 +314,22 @@ def settle(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[
             if bad:
                 rows[invariant.table] = [row for i, row in enumerate(rows[invariant.table]) if i not in bad]
                 dropped.add(invariant.table)
-        for table, fk, (parent, referenced) in declared:
+        for table, link in declared:
+            parent = link.parent
             if changed is not None and parent.name not in changed and table.name not in changed:
                 continue
             budget.check()
-            pointers, keys = [table.position(c) for c in fk.columns], [parent.position(c) for c in referenced]
-            present = {tuple(row[k] for k in keys) for row in rows[parent.name]}
-            as_parent = [parent.columns[k] for k in keys]  # '1' in a TEXT reference is the INTEGER key 1
-            kept = [row for row in rows[table.name]
-                    if None in (value := tuple(row[p] for p in pointers))
-                    or tuple(stored_or_none(v, c, schema.kind) for v, c in zip(value, as_parent)) in present]
+            pointers, keys, as_parent = link.positions, link.keys, link.parent_columns  # '1' in a TEXT reference is the INTEGER key 1
+            if len(keys) == 1:  # one column: the values themselves, not 1-tuples
+                (pointer,), (key,), (column,) = pointers, keys, as_parent
+                present_values = {row[key] for row in rows[parent.name]}
+                kept = [row for row in rows[table.name]
+                        if row[pointer] is None or stored_or_none(row[pointer], column, schema.kind) in present_values]
+            else:
+                present = {tuple(row[k] for k in keys) for row in rows[parent.name]}
+                kept = [row for row in rows[table.name]
+                        if None in (value := tuple(row[p] for p in pointers))
+                        or tuple(stored_or_none(v, c, schema.kind) for v, c in zip(value, as_parent)) in present]
             if len(kept) != len(rows[table.name]):
                 rows[table.name] = kept
                 dropped.add(table.name)

@@ -271,10 +271,11 @@ def _stem(text: str) -> str:
 
 def fresh_value(column: Column, taken: set[Any], counter: int) -> Any | None:
     """A value for a key column that no row has yet (None when the type has no easy one)."""
-    numbers = [v for v in taken if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if column.value_class in (INT, REAL) or (column.affinity in ("INTEGER", "NUMERIC") and numbers):
-        start = int(max(numbers)) + 1 if numbers else 1
-        return start + counter
+    if column.value_class in (INT, REAL) or column.affinity in ("INTEGER", "NUMERIC"):  # else the numbers are not asked for
+        numbers = [v for v in taken if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if column.value_class in (INT, REAL) or numbers:
+            start = int(max(numbers)) + 1 if numbers else 1
+            return start + counter
     if column.value_class in (TEXT, OTHER):
         texts = sorted(str(v) for v in taken if isinstance(v, str))
         base = _stem(texts[counter % len(texts)]) if texts else "v"
