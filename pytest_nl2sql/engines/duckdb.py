@@ -1,8 +1,9 @@
 """DuckDB engine: a read-only connection, in a memory-capped worker process of its own, that can
 reach no file but its own database.
 
-The connection lives in a child process (`worker.py`; `worker_child.DuckdbSession` there), one
-per engine, because DuckDB cannot be held to a memory budget from inside: it builds a whole vector
+The connection lives in a child process (`worker.py`; `worker_child.DuckdbSession` there), an
+instance of its own shared by a few engines (`_WorkerPool`), because DuckDB cannot be held to a
+memory budget from inside: it builds a whole vector
 (2048 rows) before the first row is fetched, and its `memory_limit` does not count the strings in
 it, so `SELECT repeat('x', 10000000) FROM range(300)` takes 3 GB whatever the limit. The child's
 address space is capped (`ADDRESS_SPACE_BYTES`, `RLIMIT_AS`): such a query fails there with an
@@ -26,6 +27,7 @@ holds until it is closed (gold and prediction alike run there: `trusted` changes
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 import weakref
 from collections.abc import Iterator
@@ -75,8 +77,8 @@ class DuckdbEngine:
                  rows: RowIds | None = None) -> None:
         """`worker`: a DuckDB worker to open the database in, shared with other engines and kept
         by the caller (the short-lived engines of neighbour databases), where it is attached to the
-        worker's one DuckDB instance (`worker_child.SharedDuckdb`); by default, a worker and an
-        instance of its own. `rows`: with a shared worker, a database of only these rows of the
+        worker's one DuckDB instance (`worker_child.SharedDuckdb`); by default, an instance of its
+        own, in a worker of the pool (`_WorkerPool`). `rows`: with a shared worker, a database of only these rows of the
         file (`base.RowIds`), copied in memory in the worker."""
         self.path = path
         if importlib.util.find_spec("duckdb") is None:  # the parent never imports duckdb itself
@@ -88,16 +90,19 @@ class DuckdbEngine:
         self._rows = rows
         if own and rows is not None:
             raise ValueError("a DuckDB engine of some rows of a file needs a shared worker")
-        self._worker = worker = worker or new_worker()
+        self._worker = worker = worker or _POOL.acquire(str(path))
         try:
             # a shared worker's databases are attached to one DuckDB instance (~1 ms against 15-20)
             args = (str(path), dict(READ_ONLY_CONFIG if own else ATTACHED_CONFIG), *(() if rows is None else (rows,)))
             self._handle = worker.add("duckdb" if own else "duckdb_attached", args)
         except BaseException:
             if own:
-                worker.shutdown()
+                _POOL.release(worker, str(path))
             raise
-        self._finalizer = weakref.finalize(self, worker.shutdown) if own else weakref.finalize(self, worker.remove, self._handle)
+        if own:
+            self._finalizer = weakref.finalize(self, _close_own, worker, self._handle, str(path))
+        else:
+            self._finalizer = weakref.finalize(self, worker.remove, self._handle)
 
     def execute(self, sql: str, limits: Limits) -> QueryResult:
         return self._worker.query(self._live_handle(), sql, limits).result
@@ -186,4 +191,75 @@ _KNOWN_TYPES_LOCK = threading.Lock()
 def new_worker() -> Worker:
     """A DuckDB worker process (started on its first query), for one engine or several."""
     return Worker("duckdb", ADDRESS_SPACE_BYTES, retry_memory_in_fresh=True)
+
+
+def neighbour_worker() -> Worker:
+    """A worker for the short-lived engines of a run's neighbours (`DuckdbEngine(worker=...)`):
+    the process that holds the case databases' own instances where there is one, so that a run
+    starts one DuckDB process, not one more (each costs ~0.15 s of CPU: an interpreter, importing
+    duckdb, an instance). Give it back with `release_worker`."""
+    return _POOL.acquire(None)
+
+
+def release_worker(worker: Worker) -> None:
+    """Give back a worker `neighbour_worker` gave; the last user's release ends its process."""
+    _POOL.release(worker, None)
+
+
+def _close_own(worker: Worker, handle: int, path: str) -> None:
+    worker.remove(handle)
+    _POOL.release(worker, path)
+
+
+class _WorkerPool:
+    """The DuckDB workers of this process's own engines (a case's database, each an instance of
+    its own) and of the neighbours' shared instance, several to a process: a worker process and
+    its DuckDB import cost ~0.15 s of CPU, which a suite on three databases paid four times.
+
+    A worker holds at most `OWN_PER_WORKER` own instances (each reserves ~70 MB of the
+    process's `ADDRESS_SPACE_BYTES` after the first's ~0.7 GB), and never two of one file (DuckDB
+    keeps one instance per file and process: they would be one). The memory cap still holds each
+    query: one that runs out of memory in a worker that ran others is retried once in a fresh
+    worker process, where only its own database is open (`Worker.retry_memory_in_fresh`), as in
+    a worker of its own; a query killed at its deadline takes the other databases' connections
+    with it, and they re-open on their next query. A worker ends when its last user releases it
+    (an engine closed, the run's neighbours done)."""
+
+    OWN_PER_WORKER = 4
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users: dict[Worker, list[str | None]] = {}  # worker -> the files of its own engines, None for other users
+
+    def acquire(self, path: str | None) -> Worker:
+        """A worker for an own engine of `path`, or (None) for a run's neighbours."""
+        with self._lock:
+            for worker, users in self._users.items():
+                own = [user for user in users if user is not None]
+                if path is None or (len(own) < self.OWN_PER_WORKER and path not in own):
+                    users.append(path)
+                    return worker
+            worker = new_worker()
+            self._users[worker] = [path]
+            return worker
+
+    def release(self, worker: Worker, path: str | None) -> None:
+        with self._lock:
+            users = self._users.get(worker)
+            if users is not None and path in users:
+                users.remove(path)
+            if users:
+                return
+            self._users.pop(worker, None)
+        worker.shutdown()
+
+    def after_fork(self) -> None:
+        """A forked process starts its own workers (`worker._after_fork_in_child`): the pool's
+        entries are the parent's engines', still counted there."""
+        self._lock = threading.Lock()
+
+
+_POOL = _WorkerPool()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_POOL.after_fork)
 

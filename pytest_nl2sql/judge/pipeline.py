@@ -566,10 +566,10 @@ class Pipeline:
     def _open_other(self, database: OtherDatabase) -> Engine:
         """A short-lived engine for one of a case's other databases (closed after use)."""
         if database.kind is EngineKind.DUCKDB:
-            from pytest_nl2sql.engines.duckdb import DuckdbEngine, new_worker
+            from pytest_nl2sql.engines.duckdb import DuckdbEngine, neighbour_worker
 
             if self._duckdb_worker is None:
-                self._duckdb_worker = new_worker()
+                self._duckdb_worker = neighbour_worker()
             return DuckdbEngine(database.path, worker=self._duckdb_worker, rows=database.rows)
         from pytest_nl2sql.engines.sqlite import SqliteEngine
 
@@ -1010,7 +1010,9 @@ class Pipeline:
                 engine.close()
         self._malloy_engines.clear()
         if self._duckdb_worker is not None:
-            self._duckdb_worker.shutdown()
+            from pytest_nl2sql.engines.duckdb import release_worker
+
+            release_worker(self._duckdb_worker)
             self._duckdb_worker = None
 
 
