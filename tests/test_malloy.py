@@ -377,3 +377,26 @@ def test_compiled_sql_runs_plain_on_postgres_and_mariadb(compiler: MalloyCompile
                 cursor.close()
         finally:
             conn.close()
+
+
+def test_node_s_version_is_asked_once_per_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each compiler start looked Node's version up again (a process each time); an executable
+    replaced by another is asked again."""
+    from pytest_nl2sql.malloy.home import MalloyUnavailable, find_node
+
+    asked = tmp_path / "asked"
+    node = tmp_path / "node"
+
+    def stand_in(version: str) -> None:
+        node.unlink(missing_ok=True)  # a new file, as an upgrade writes it
+        node.write_text(f'#!/bin/sh\necho asked >> "{asked}"\necho {version}\n')
+        node.chmod(0o755)
+
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    stand_in("v20.1.0")
+    assert find_node() == find_node() == str(node)
+    assert asked.read_text().count("asked") == 1
+    stand_in("v18.19.1")
+    with pytest.raises(MalloyUnavailable, match="is v18.19.1"):
+        find_node()
+    assert asked.read_text().count("asked") == 2
