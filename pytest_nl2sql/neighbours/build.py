@@ -122,16 +122,19 @@ def _at_computed(connection: Any, rows: Rows, image: bytes | None, computed: lis
 
 
 def build_neighbours(source: Path, golds: Sequence[str], count: int, *, dialect: str, kind: str, seed: bytes,
-                     learned: Callable[[Any, Schema], tuple[Invariant, ...]] = learn) -> Neighbourhood:
+                     learned: Callable[[Any, Schema], tuple[Invariant, ...]] = learn,
+                     memo: dict[Any, Any] | None = None) -> Neighbourhood:
     """The chosen neighbours: at most `count` plausible ones (they keep every invariant the source
     shows), then at most `count` stress ones (each breaks one invariant the gold's columns have).
     None at all when the gold or schema cannot be handled. `learned(reader, schema)`: the source's
-    structural invariants (a caller that generates for many golds of one database caches them)."""
+    structural invariants (a caller that generates for many golds of one database caches them);
+    `memo`: what the source's reader read, kept for the next generation from the same content
+    (SQLite: its schema, samples of small tables, parents looked up)."""
     if count <= 0 or not golds:
         return Neighbourhood((), Observed(()))
     errors = _source_errors(kind)
     try:
-        reader = open_source(source, kind)
+        reader = open_source(source, kind, memo)
     except errors as error:
         raise_if_interrupt(error)
         return Neighbourhood((), Observed(()))

@@ -127,6 +127,7 @@ class NeighbourCache:
         self._source_hashes: dict[tuple[int, int, int, int], str] = {}
         self._source_contents: dict[tuple[int, int, int, int], str] = {}  # DuckDB files: `duckdb_content`
         self._learned: dict[str, tuple[Invariant, ...]] = {}  # source hash -> its structural invariants
+        self._readers: dict[str, dict[Any, Any]] = {}  # SQLite source hash -> what its readers read (`build_neighbours`' memo)
         self.generated = 0  # how many keys this object built itself (a cache miss each)
 
     def source_hash(self, source: Path) -> str:
@@ -227,7 +228,8 @@ class NeighbourCache:
                 self._learned[source_hash] = found
             return self._learned[source_hash]
 
-        built = build_neighbours(source, golds, count, dialect=dialect, kind=kind, seed=seed, learned=learned)
+        memo = self._readers.setdefault(source_hash, {}) if kind == "sqlite" else None
+        built = build_neighbours(source, golds, count, dialect=dialect, kind=kind, seed=seed, learned=learned, memo=memo)
         with budget.phase("writing the neighbours"):
             return self._write(built, key, folder, kind)
 

@@ -766,6 +766,7 @@ class CandidateBuilder:
         keys = [(key, [table.position(c) for c in key]) for key in table.uniques]
         seen = {key: {tuple(row[p] for p in positions) for row in existing} for key, positions in keys}
         result: list[tuple[Any, ...]] = []
+        pools: dict[int, set[Any]] = {}  # a column's values in `existing` and `result`, kept as rows are added
         for original in made:
             row = list(original)
             for key, positions in keys:
@@ -778,7 +779,10 @@ class CandidateBuilder:
                     if not free:
                         continue  # left to the repair
                     position = free[-1]
-                    taken = {r[position] for r in existing} | {r[position] for r in result} | {row[position]}
+                    pool = pools.get(position)
+                    if pool is None:
+                        pool = pools[position] = {r[position] for r in existing} | {r[position] for r in result}
+                    taken = pool | {row[position]}
                     self.fresh_counter += 1
                     row[position] = stored_or_none(fresh_value(table.columns[position], taken, self.fresh_counter),
                                                     table.columns[position], self.schema.kind)
@@ -787,6 +791,8 @@ class CandidateBuilder:
                         continue
                 seen[key].add(value)
             result.append(tuple(row))
+            for position, pool in pools.items():
+                pool.add(row[position])
         return result
 
     def _hints_of(self, table: Table) -> list[Hint]:
@@ -1117,7 +1123,7 @@ class Repairer:
             return rows
         result = []
         for row in rows:
-            if all(row[i] is not None for i in required):
+            if None not in row or all(row[i] is not None for i in required):
                 result.append(row)
                 continue
             self._fixed = True

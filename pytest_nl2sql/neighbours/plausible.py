@@ -232,14 +232,13 @@ def offending(rows: Rows, schema: Schema, invariant: Invariant, literals: dict[t
     """The positions of the rows of `invariant.table` that break it (a duplicate after the first,
     a childless parent, a row whose name points at another parent than the source's ...)."""
     budget.check()
-    table = schema.table(invariant.table)
-    if table is None or table.column(invariant.column) is None:
+    plan = _check_plan(schema, invariant)
+    if plan is None:
         return set()
+    table, at, positions, other, other_at = plan
     mine = rows.get(table.name, [])
-    at = table.position(invariant.column)
     kind = invariant.kind
     if kind in (InvariantKind.UNIQUE, InvariantKind.ONCE, InvariantKind.SPELLING):
-        positions = [table.position(c) for c in (invariant.column, *invariant.together)]
         if len(positions) == 1 and _none_offend(mine, at, invariant):
             return set()
         seen: dict[Any, Any] = {}
@@ -262,11 +261,10 @@ def offending(rows: Rows, schema: Schema, invariant: Invariant, literals: dict[t
         return {i for i, row in enumerate(mine) if row[at] is None}
     if kind is InvariantKind.IDENTITY:
         known = invariant.rows_by_name
-        others = [table.position(c) for c in (invariant.other_column, *invariant.together)]
-        return {i for i, row in enumerate(mine) if row[at] in known and known[row[at]] != tuple(row[p] for p in others)}
+        return {i for i, row in enumerate(mine) if row[at] in known and known[row[at]] != tuple(row[p] for p in positions)}
     if kind is InvariantKind.FACT:
         facts = invariant.pairs
-        pointer = table.position(invariant.other_column)
+        pointer = positions[0]
         return {i for i, row in enumerate(mine) if row[at] in facts and facts[row[at]] != row[pointer]}
     if kind is InvariantKind.CATEGORY:
         named = literals.get((table.name, invariant.column))
@@ -276,11 +274,39 @@ def offending(rows: Rows, schema: Schema, invariant: Invariant, literals: dict[t
         else:  # the common case: made once per invariant
             allowed, folded = invariant.value_set, invariant.folded_values  # type: ignore[assignment]
         return {i for i, row in enumerate(mine) if row[at] is not None and row[at] not in allowed and fold(row[at]) not in folded}
-    other = schema.table(invariant.other_table)  # INCLUSION and PARTICIPATION
-    if other is None or other.column(invariant.other_column) is None:
+    if other is None:  # INCLUSION and PARTICIPATION: the other table or column is not there
         return set()
-    theirs = {row[other.position(invariant.other_column)] for row in rows.get(other.name, [])}
+    theirs = {row[other_at] for row in rows.get(other.name, [])}
     return {i for i, row in enumerate(mine) if row[at] is not None and row[at] not in theirs}
+
+
+def _check_plan(schema: Schema, invariant: Invariant) -> tuple[Table, int, tuple[int, ...], Table | None, int] | None:
+    """Where `offending` looks in `schema` for `invariant`: its table, its column's position, the
+    positions it compares (the column and its `together` ones; IDENTITY: the key and references;
+    FACT: the reference), the other table and its column's position (INCLUSION, PARTICIPATION);
+    None when the table or column is not there. Worked out once per schema and invariant."""
+    memo = schema.derived.setdefault("checks", {})
+    entry = memo.get(id(invariant))
+    if entry is not None and entry[0] is invariant:
+        return entry[1]  # type: ignore[no-any-return]
+    table = schema.table(invariant.table)
+    plan: tuple[Table, int, tuple[int, ...], Table | None, int] | None = None
+    if table is not None and table.column(invariant.column) is not None:
+        kind = invariant.kind
+        other, other_at, positions = None, -1, ()
+        if kind in (InvariantKind.UNIQUE, InvariantKind.ONCE, InvariantKind.SPELLING):
+            positions = tuple(table.position(c) for c in (invariant.column, *invariant.together))
+        elif kind is InvariantKind.IDENTITY:
+            positions = tuple(table.position(c) for c in (invariant.other_column, *invariant.together))
+        elif kind is InvariantKind.FACT:
+            positions = (table.position(invariant.other_column),)
+        elif kind in (InvariantKind.INCLUSION, InvariantKind.PARTICIPATION):
+            found = schema.table(invariant.other_table)
+            if found is not None and found.column(invariant.other_column) is not None:
+                other, other_at = found, found.position(invariant.other_column)
+        plan = (table, table.position(invariant.column), positions, other, other_at)
+    memo[id(invariant)] = (invariant, plan)  # the key kept alive with its entry
+    return plan
 
 
 def _none_offend(mine: list[tuple[Any, ...]], at: int, invariant: Invariant) -> bool:

@@ -74,6 +74,11 @@ class Table:
             raise KeyError(name)
         return index
 
+    @functools.cached_property
+    def capped_columns(self) -> str:
+        """`capped_columns(self)`, made once (every sample and look-up of the table asks)."""
+        return capped_columns(self)
+
 
 @dataclass(frozen=True)
 class Schema:
@@ -153,11 +158,25 @@ class SqliteSource:
         uri = "file:" + str(path.resolve()).replace("?", "%3F").replace("#", "%23") + "?mode=ro"
         self.connection = sqlite3.connect(uri, uri=True)
         self.connection.text_factory = lambda data: data.decode("utf-8", "backslashreplace")
+        # what a query that every candidate asks again returned (the source is read-only): the
+        # schema, a table's rowid bounds, a small table's rows, a parent looked up by its key
+        self._memo: dict[Any, Any] = {}
+
+    def share(self, memo: dict[Any, Any]) -> None:
+        """Keep what this reader reads in `memo`, and use what earlier readers of the same content
+        kept there (`NeighbourCache`: one memo per source content)."""
+        self._memo = memo
 
     def close(self) -> None:
         self.connection.close()
 
     def schema(self) -> Schema:
+        found = self._memo.get("schema")
+        if found is None:
+            found = self._memo["schema"] = self._read_schema()
+        return found  # type: ignore[no-any-return]
+
+    def _read_schema(self) -> Schema:
         read = self.connection.execute
         objects = read(
             "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL"
@@ -208,15 +227,31 @@ class SqliteSource:
 
     def sample(self, table: Table, count: int, rng: random.Random) -> list[tuple[Any, ...]]:
         """Up to `count` rows read in a few short rowid runs from seeded starting points."""
-        names = capped_columns(table)
+        names = table.capped_columns
         source = quote(table.name)
         if not table.has_rowid:
-            return self.connection.execute(f"SELECT {names} FROM {source} LIMIT ?", (count,)).fetchall()
-        return sample_in_rowid_runs(self.connection, names, source, count, rng, bounded_runs=False)
+            key = ("first rows", names, source, count)
+            if key not in self._memo:
+                self._memo[key] = self.connection.execute(f"SELECT {names} FROM {source} LIMIT ?", (count,)).fetchall()
+            return list(self._memo[key])
+        return sample_in_rowid_runs(self.connection, names, source, count, rng, bounded_runs=False, memo=self._memo)
 
     def rows_matching(self, table: Table, columns: Sequence[str], values: Sequence[tuple[Any, ...]], limit: int) -> list[tuple[Any, ...]]:
-        """Rows whose `columns` equal one of the `values` tuples (parents of sampled children)."""
-        return rows_matching(self.connection, table, columns, values, limit)
+        """Rows whose `columns` equal one of the `values` tuples (parents of sampled children);
+        a look-up of integers and texts is remembered (other values are bound as they are: 1.0
+        and 1, or -0.0 and 0.0, may find other rows of a text column)."""
+        names = table.capped_columns
+        sql = f"SELECT {names} FROM {quote(table.name)} WHERE " + " AND ".join(f"{quote(c)} = ?" for c in columns) + " LIMIT 1"
+        found: list[tuple[Any, ...]] = []
+        for value in values[:limit]:
+            key = (sql, value) if all(type(v) is int or type(v) is str for v in value) else None
+            rows = self._memo.get(key) if key is not None else None
+            if rows is None:
+                rows = self.connection.execute(sql, list(value)).fetchall()
+                if key is not None:
+                    self._memo[key] = rows
+            found.extend(rows)
+        return found
 
 
 def _is_unique_index(connection: sqlite3.Connection, table: str, index: str) -> bool:
@@ -573,20 +608,35 @@ class DuckdbSource:
 
 def sample_in_rowid_runs(connection: Any, names: str, source: str, count: int, rng: random.Random, *,
                          bounded_runs: bool, read_run: Callable[[int, int, int], Sequence[tuple[Any, ...]]] | None = None,
-                         ) -> list[tuple[Any, ...]]:
+                         memo: dict[Any, Any] | None = None) -> list[tuple[Any, ...]]:
     """Up to `count` rows of `source` (columns `names`, quoted) read in a few short rowid runs from
     seeded starting points (a sqlite3 or a duckdb connection). `bounded_runs`: a run's rows also
     lie within 4 run-lengths of its start (the DuckDB reader's query). `read_run(low, high, limit)`:
-    the rows (rowid first) that bounded query would return, read from a copy of the table instead."""
-    if isinstance(connection, sqlite3.Connection):  # each alone is O(log n); both in one SELECT scan the table
+    the rows (rowid first) that bounded query would return, read from a copy of the table instead.
+    `memo`: where the bounds and a small table's rows are kept for the next sample of the same
+    source (a read-only one)."""
+    bounds = memo.get(("bounds", source)) if memo is not None else None
+    if bounds is not None:
+        low, high = bounds
+    elif isinstance(connection, sqlite3.Connection):  # each alone is O(log n); both in one SELECT scan the table
         low, high = connection.execute(f"SELECT (SELECT min(rowid) FROM {source}), (SELECT max(rowid) FROM {source})").fetchone()
     else:
         low, high = connection.execute(f"SELECT min(rowid), max(rowid) FROM {source}").fetchone()
+    if memo is not None:
+        memo[("bounds", source)] = (low, high)
     if low is None:
         return []
     if high - low < 4 * count:  # a small table: one read of all of it is as cheap
-        rows = connection.execute(f"SELECT {names} FROM {source} ORDER BY rowid LIMIT ?", [4 * count]).fetchall()
+        key = ("small", names, source, 4 * count)
+        rows = memo.get(key) if memo is not None else None
+        if rows is None:
+            rows = connection.execute(f"SELECT {names} FROM {source} ORDER BY rowid LIMIT ?", [4 * count]).fetchall()
+            if memo is not None:
+                memo[key] = rows
+        rows = list(rows)
         return rng.sample(rows, min(count, len(rows))) if len(rows) > count else rows
+    if memo is not None and read_run is None and not bounded_runs and high - low <= COPIED_ROWIDS:
+        read_run = _copied_runs(connection, names, source, memo)
     runs = 3
     per_run = -(-count // runs)
     seen: dict[int, tuple[Any, ...]] = {}
@@ -602,6 +652,32 @@ def sample_in_rowid_runs(connection: Any, names: str, source: str, count: int, r
         for row in run:
             seen.setdefault(row[0], row[1:])
     return [seen[key] for key in sorted(seen)][:count]
+
+
+COPIED_ROWIDS = 5000  # a table whose rowids span at most this many is read whole once for the samples of a memo's source
+
+
+def _copied_runs(connection: Any, names: str, source: str, memo: dict[Any, Any]) -> Callable[[int, int, int], Sequence[tuple[Any, ...]]] | None:
+    """For a small SQLite table: what `WHERE rowid >= low ORDER BY rowid LIMIT limit` returns (the
+    unbounded runs of `sample_in_rowid_runs`; `high` is not a bound there), read from a copy of the
+    table made once per memo. None where the rowids read are not strictly increasing integers (a
+    column named rowid), where the query's order among equal values would be the database's."""
+    key = ("all rows", names, source)
+    copy = memo.get(key)
+    if copy is None:
+        rows = connection.execute(f"SELECT rowid, {names} FROM {source} ORDER BY rowid").fetchall()
+        rowids = [row[0] for row in rows]
+        usable = all(type(r) is int for r in rowids) and all(a < b for a, b in zip(rowids, rowids[1:]))
+        copy = memo[key] = (rowids, rows) if usable else ()
+    if not copy:
+        return None
+    rowids, rows = copy
+
+    def read_run(low: int, high: int, limit: int) -> Sequence[tuple[Any, ...]]:
+        start = bisect.bisect_left(rowids, low)
+        return rows[start:start + limit]
+
+    return read_run
 
 
 def rows_matching(connection: Any, table: Table, columns: Sequence[str], values: Sequence[tuple[Any, ...]],
@@ -632,9 +708,14 @@ def capped_columns(table: Table) -> str:
     return ", ".join(parts)
 
 
-def open_source(path: Path, kind: str) -> SqliteSource | DuckdbSource:
+def open_source(path: Path, kind: str, memo: dict[Any, Any] | None = None) -> SqliteSource | DuckdbSource:
+    """A reader of the source; `memo` (SQLite): where the reader keeps what it read, for the
+    next reader of the same content."""
     if kind == "sqlite":
-        return SqliteSource(path)
+        reader = SqliteSource(path)
+        if memo is not None:
+            reader.share(memo)
+        return reader
     if kind == "duckdb":
         return DuckdbSource(path)
     raise SchemaUnsupported(f"unknown database kind {kind!r}")
