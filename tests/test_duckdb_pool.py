@@ -9,16 +9,9 @@ from pathlib import Path
 import pytest
 
 from pytest_nl2sql.engines import Limits, QueryError, QueryTimeout, TooManyRows, open_engine
+from pytest_nl2sql.engines.duckdb import _POOL, DuckdbEngine, _WorkerPool, neighbour_worker, release_worker
 
 duckdb = pytest.importorskip("duckdb")
-
-from pytest_nl2sql.engines.duckdb import (  # noqa: E402
-    _POOL,
-    DuckdbEngine,
-    _WorkerPool,
-    neighbour_worker,
-    release_worker,
-)
 
 NORMAL = Limits(timeout=30.0)
 
