@@ -5,7 +5,8 @@ Run from the repo root::
 
     python benchmarks/duckdb_cold.py [--spider DIR] [--databases world_1,car_1,concert_singer]
                                      [--predictions FILE] [--out DIR] [--repeat N] [--neighbours N]
-                                     [--profile OUT.prof] [--compare DIR]
+                                     [--profile OUT.prof] [--profile-warm OUT.prof] [--requests]
+                                     [--compare DIR] [--tree DIR]
 
 1. The Spider dev questions of ``--databases`` (default: ``world_1``, the biggest dev database with
    5,303 rows and 120 questions; ``car_1``, 890 rows and 92 questions; ``concert_singer``, 31 rows
@@ -30,7 +31,16 @@ Run from the repo root::
    compares each item's ``verdict``, ``reason`` and ``neighbours`` with the reports an earlier run
    kept in ``DIR`` (its ``--out``; another tree's, say): what a change that must leave every
    verdict as it was shows. With ``--profile OUT``, one more cold DuckDB run under cProfile writes
-   ``OUT`` and prints the top of it (cumulative and own time).
+   ``OUT`` and prints the top of it (cumulative and own time); ``--profile-warm OUT`` profiles one
+   more warm DuckDB run the same way (its cache is the last round's, kept for it).
+6. ``--tree DIR``: every run also with the package found in DIR (``git archive REV | tar -x -C
+   DIR``; put first on ``PYTHONPATH``), alternating with this tree's in each round on caches of
+   its own, and its reports (``report-*-tree.json``) compared item by item with this tree's: a
+   change's before and after side by side, on the same copies and the same load.
+7. ``--requests``: one more warm DuckDB run counting what it asks of its DuckDB worker processes
+   (requests by kind, their wall time in the pytest process, processes started) and the efficiency
+   re-timings (right predictions timed again, the floor each engine got): where a warm run's time
+   goes, without a profiler's overhead.
 """
 
 from __future__ import annotations
@@ -113,9 +123,12 @@ def pytest_command(folder: Path, report: Path, neighbours: int | None) -> list[s
             *([f"--nl2sql-neighbours={neighbours}"] if neighbours is not None else [])]
 
 
-def measure(command: list[str], cwd: Path, cache: Path) -> Run:
-    """Run `command` in its own process; wall and CPU time (it and its reaped children)."""
+def measure(command: list[str], cwd: Path, cache: Path, tree: Path | None = None) -> Run:
+    """Run `command` in its own process; wall and CPU time (it and its reaped children). `tree`: a
+    source tree whose package it imports instead."""
     env = {**os.environ, "NL2SQL_CACHE_DIR": str(cache)}
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # no recompiling every module in every run
     with tempfile.TemporaryFile() as out:
         started = time.perf_counter()
@@ -150,6 +163,68 @@ def compared(report: Path, earlier: Path) -> str:
     return f"{len(differ)} of {len(mine)} items differ" + (f" ({', '.join(sorted(differ)[:5])})" if differ else "")
 
 
+REQUESTS_PLUGIN = '''"""Counts a run's DuckDB worker requests and efficiency re-timings (duckdb_cold.py --requests)."""
+import collections, json, os, time
+import pytest
+from pytest_nl2sql.engines import worker
+from pytest_nl2sql.judge import pipeline
+
+COUNTS, SECONDS, MEASURED = collections.Counter(), collections.Counter(), []
+_ask, _ensure, _remove, _measure = worker.Worker._ask, worker.Worker._ensure, worker.Worker.remove, pipeline.measure
+
+def ask(self, message, deadline):
+    kind = message[0] + (":" + message[2] if message[0] == "open" else "")
+    started = time.perf_counter()
+    try:
+        return _ask(self, message, deadline)
+    finally:
+        COUNTS[kind] += 1
+        SECONDS[kind] += time.perf_counter() - started
+
+def ensure(self):
+    COUNTS["process started"] += not self._running()
+    return _ensure(self)
+
+def remove(self, handle):
+    COUNTS["forget (no reply)"] += 1
+    return _remove(self, handle)
+
+def measure(gold_s, predicted_s, *args, **kwargs):
+    result = _measure(gold_s, predicted_s, *args, **kwargs)
+    MEASURED.append((kwargs.get("floor_s"), result.repeats))
+    return result
+
+worker.Worker._ask, worker.Worker._ensure, worker.Worker.remove, pipeline.measure = ask, ensure, remove, measure
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    with open(os.environ["NL2SQL_REQUESTS_OUT"], "w") as out:
+        json.dump({"counts": COUNTS, "seconds": SECONDS, "measured": MEASURED}, out)
+'''
+
+
+def count_requests(folder: Path, out: Path, cache: Path, neighbours: int | None) -> None:
+    """One warm DuckDB run with `REQUESTS_PLUGIN`: what it asked of its workers, and re-timed."""
+    (out / "nl2sql_requests.py").write_text(REQUESTS_PLUGIN)
+    counts_file = out / "requests.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(out), os.environ.get("PYTHONPATH")])),
+           "NL2SQL_REQUESTS_OUT": str(counts_file), "NL2SQL_CACHE_DIR": str(cache)}
+    command = [sys.executable, *pytest_command(folder, out / "report-requests.json", neighbours), "-p", "nl2sql_requests"]
+    started = time.perf_counter()
+    done = subprocess.run(command, check=False, cwd=folder, env=env, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"requests run: pytest exited {done.returncode}\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    found = json.loads(counts_file.read_text())
+    print(f"\nwarm DuckDB run, requests to its DuckDB workers ({time.perf_counter() - started:.2f} s wall):")
+    for kind, count in sorted(found["counts"].items(), key=lambda item: -found["seconds"].get(item[0], 0)):
+        print(f"  {kind:28}{count:7}{found['seconds'].get(kind, 0):9.3f} s")
+    measured = found["measured"]
+    floors = sorted({round(floor * 1000, 2) for floor, _ in measured if floor})
+    retimed = [repeats for _, repeats in measured if repeats > 1]
+    print(f"  efficiency: {len(measured)} right predictions, {len(retimed)} timed again ({sum(retimed)} rounds of two"
+          f" queries); floors {floors} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spider", type=Path, default=DEFAULT_SPIDER)
@@ -159,7 +234,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the best counts")
     parser.add_argument("--neighbours", type=int, help="--nl2sql-neighbours (default: the plugin's)")
     parser.add_argument("--profile", type=Path, help="also profile a cold DuckDB run with cProfile into this file")
+    parser.add_argument("--profile-warm", type=Path, help="also profile a warm DuckDB run with cProfile into this file")
+    parser.add_argument("--requests", action="store_true", help="also count a warm DuckDB run's worker requests and re-timings")
     parser.add_argument("--compare", type=Path, help="an earlier run's --out: compare every item's verdict, reason and neighbours")
+    parser.add_argument("--tree", type=Path, help="also run the package of this source tree, side by side (before a change, say)")
     args = parser.parse_args()
     spider = args.spider.resolve()
     predictions = (args.predictions or spider / "predictions" / "dail_sql_gpt4.sql").resolve()
@@ -171,31 +249,56 @@ def main() -> None:
     copies = copy_to_duckdb(spider, db_ids, out)
     folders = {engine: write_suite(engine, cases, spider, copies, out) for engine in ("sqlite", "duckdb")}
 
-    runs: dict[tuple[str, str], list[Run]] = {}
+    trees: dict[str, Path | None] = {"": None, **({"-tree": args.tree.resolve()} if args.tree else {})}
+    runs: dict[tuple[str, str, str], list[Run]] = {}
+    caches: dict[tuple[str, str], Path] = {}
     for round_number in range(args.repeat):
-        caches = {engine: Path(tempfile.mkdtemp(prefix=f"cache-{engine}-", dir=out)) for engine in folders}
-        for phase in ("cold", "warm"):
-            for engine, folder in folders.items():
-                report = out / (f"report-{engine}.json" if phase == "cold" else f"report-{engine}-warm.json")
-                run = checked(measure(pytest_command(folder, report, args.neighbours), folder, caches[engine]), f"{engine} {phase}")
-                runs.setdefault((engine, phase), []).append(run)
-                print(f"  round {round_number + 1} {engine:6} {phase}: wall {run.wall:6.2f} s  cpu {run.cpu:6.2f} s  ({summary(report)})")
         for cache in caches.values():
             shutil.rmtree(cache, ignore_errors=True)
+        caches = {(engine, tree): Path(tempfile.mkdtemp(prefix=f"cache-{engine}{tree}-", dir=out)) for engine in folders for tree in trees}
+        for phase in ("cold", "warm"):
+            for engine, folder in folders.items():
+                for tree, source in trees.items():
+                    report = out / (f"report-{engine}{tree}.json" if phase == "cold" else f"report-{engine}-warm{tree}.json")
+                    run = checked(measure(pytest_command(folder, report, args.neighbours), folder, caches[engine, tree], source),
+                                  f"{engine}{tree} {phase}")
+                    runs.setdefault((engine, phase, tree), []).append(run)
+                    print(f"  round {round_number + 1} {engine + tree:11} {phase}: wall {run.wall:6.2f} s  cpu {run.cpu:6.2f} s"
+                          f"  ({summary(report)})")
 
-    print(f"\n{'':14}{'SQLite':>16}{'DuckDB':>16}{'DuckDB/SQLite':>16}")
-    for phase in ("cold", "warm"):
-        for measure_name in ("wall", "cpu"):
-            sqlite = min(getattr(r, measure_name) for r in runs["sqlite", phase])
-            duckdb = min(getattr(r, measure_name) for r in runs["duckdb", phase])
-            print(f"{phase + ' ' + measure_name:14}{sqlite:14.2f} s{duckdb:14.2f} s{duckdb / sqlite:15.2f}×")
-    for phase, target in TARGETS.items():
-        ratio = min(r.wall for r in runs["duckdb", phase]) / min(r.wall for r in runs["sqlite", phase])
-        print(f"{phase} wall ratio {ratio:.2f}× (target at most {target:g}×: {'met' if ratio <= target else 'NOT met'})")
+    for tree, source in trees.items():
+        print(f"\n{'this tree' if source is None else str(source):14}{'SQLite':>16}{'DuckDB':>16}{'DuckDB/SQLite':>16}")
+        for phase in ("cold", "warm"):
+            for measure_name in ("wall", "cpu"):
+                sqlite = min(getattr(r, measure_name) for r in runs["sqlite", phase, tree])
+                duckdb = min(getattr(r, measure_name) for r in runs["duckdb", phase, tree])
+                print(f"{phase + ' ' + measure_name:14}{sqlite:14.2f} s{duckdb:14.2f} s{duckdb / sqlite:15.2f}×")
+        for phase, target in TARGETS.items():
+            ratio = min(r.wall for r in runs["duckdb", phase, tree]) / min(r.wall for r in runs["sqlite", phase, tree])
+            print(f"{phase} wall ratio {ratio:.2f}× (target at most {target:g}×: {'met' if ratio <= target else 'NOT met'})")
     print(f"reports: {out / 'report-sqlite.json'}, {out / 'report-duckdb.json'}")
+    names = ("report-sqlite.json", "report-duckdb.json", "report-sqlite-warm.json", "report-duckdb-warm.json")
+    if args.tree:
+        for name in names:
+            other = name.replace(".json", "-tree.json")
+            print(f"  {name} against {other}: {compared(out / name, out / other)}")
     if args.compare:
-        for name in ("report-sqlite.json", "report-duckdb.json", "report-sqlite-warm.json", "report-duckdb-warm.json"):
+        for name in names:
             print(f"  {name} against {args.compare.resolve() / name}: {compared(out / name, args.compare.resolve() / name)}")
+
+    if args.requests:
+        count_requests(folders["duckdb"], out, caches["duckdb", ""], args.neighbours)
+    if args.profile_warm:
+        profile = args.profile_warm.resolve()
+        run = checked(measure(["-m", "cProfile", "-o", str(profile), *pytest_command(folders["duckdb"], out / "report-profile-warm.json",
+                                                                                       args.neighbours)], folders["duckdb"], caches["duckdb", ""]),
+                      "warm profile")
+        print(f"\nprofiled warm DuckDB run: wall {run.wall:.2f} s (under cProfile), {profile}")
+        stats = pstats.Stats(str(profile))
+        stats.sort_stats("cumulative").print_stats(30)
+        stats.sort_stats("tottime").print_stats(20)
+    for cache in caches.values():
+        shutil.rmtree(cache, ignore_errors=True)
 
     if args.profile:
         cache = Path(tempfile.mkdtemp(prefix="cache-profile-", dir=out))
