@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import functools
 import hashlib
+import operator
 import random
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +33,7 @@ from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
 from pytest_nl2sql.neighbours.literals import GoldFacts, Hint, Top
 from pytest_nl2sql.neighbours.schema import DATE, DUCKDB_HOST, INT, OTHER, REAL, TEXT, TIMESTAMP, Column, ForeignKey, Schema, Table, quote
 from pytest_nl2sql.neighbours.values import (
+    SQLITE_AS_IS,
     Unstorable,
     fresh_value,
     hint_holds,
@@ -1074,9 +1076,11 @@ class Repairer:
         self.order = topological(schema)
         self.fresh_counter = 0
         self._fixed = False  # whether the check running changed a row (drew from the rng, or dropped one)
+        self._clean = {}
 
     def repair(self, rows: Rows) -> Rows:
         rows = {name: list(table_rows) for name, table_rows in rows.items()}
+        self._clean: dict[str, tuple[list[tuple[Any, ...]], ...]] = {}  # `_declared`'s, over this repair's passes
         for _ in range(3):
             rows = self._declared(rows)
             if self.keep is None:
@@ -1092,7 +1096,7 @@ class Repairer:
         A table is checked again only when its rows or its parents' rows changed since a check
         that changed nothing (and so drew nothing from the rng: the same rows check the same)."""
         plans = repair_plans(self.schema)
-        clean: dict[str, tuple[list[tuple[Any, ...]], ...]] = {}  # table -> its rows and its parents' at its last clean check
+        clean = self._clean  # table -> its rows and its parents' at its last clean check (lists are never changed in place)
         for _ in range(6):
             changed = False
             for table in self.order:
@@ -1149,10 +1153,16 @@ class Repairer:
             parent_rows = rows if link.own else all_rows[link.parent.name]
             if len(link.keys) == 1:
                 (key,), (parent_column,), (position,) = link.keys, link.parent_columns, link.positions
-                keyset = {(row[key],) for row in parent_rows if row[key] is not None}
-                if all(value is None or (stored_or_none(value, parent_column, kind),) in keyset
-                       for value in [row[position] for row in rows]):
-                    continue  # every row points at a parent (or at none): nothing to do
+                present = {row[key] for row in parent_rows}
+                present.discard(None)
+                column = [row[position] for row in rows]
+                values = set(column)
+                values.discard(None)
+                if kind == "sqlite" and set(map(type, values)) <= SQLITE_AS_IS.get(parent_column.affinity, frozenset()):
+                    if values <= present:  # values the parent's column stores as they are
+                        continue  # every row points at a parent (or at none): nothing to do
+                elif all(value is None or stored_or_none(value, parent_column, kind) in present for value in column):
+                    continue
             keys = [tuple(row[p] for p in link.keys) for row in parent_rows]
             keys = [key for key in dict.fromkeys(keys) if None not in key]
             parent_cols, positions = link.parent_columns, link.positions
@@ -1192,6 +1202,11 @@ class Repairer:
                 present = column if key == table.primary_key else [v for v in column if v is not None]
                 if len(set(present)) == len(present):
                     continue  # no two rows share the key: nothing to do
+            else:
+                values = list(map(operator.itemgetter(*positions), rows))
+                present = values if key == table.primary_key else [v for v in values if None not in v]
+                if len(set(present)) == len(present):
+                    continue
             seen: set[tuple[Any, ...]] = set()
             taken = {i: {row[i] for row in rows} for i in positions}
             result = []

@@ -193,7 +193,11 @@ class Observed:
         return [i for i in self.invariants if i.kind is kind]
 
     def has(self, kind: InvariantKind, table: str, column: str) -> bool:
-        return any(i.kind is kind and i.table == table and i.column == column for i in self.invariants)
+        return (kind, table, column) in self._named
+
+    @cached_property
+    def _named(self) -> frozenset[tuple[InvariantKind, str, str]]:
+        return frozenset((i.kind, i.table, i.column) for i in self.invariants)
 
     def without(self, broken: Invariant | None) -> "Observed":
         """The invariants but `broken` (and, for a repeated name, the identity of that name)."""

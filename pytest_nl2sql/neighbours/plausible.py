@@ -12,9 +12,10 @@ children, a second spelling, a value outside a category).
 
 from __future__ import annotations
 
+import operator
 import random
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_nl2sql.neighbours import budget
@@ -50,31 +51,48 @@ class Keeper:
     literals: dict[tuple[str, str], list[Any]]
     rng: random.Random
     counter: int = 0
+    _quiet: dict[int, tuple[list[tuple[Any, ...]], ...]] = field(default_factory=dict, repr=False, compare=False)  # `keep`'s
 
     def keep(self, rows: Rows) -> Rows:
+        """`rows` with the invariants repaired. An invariant whose tables hold the same lists as
+        when it last changed nothing is not looked at again: a repair that changes nothing draws
+        nothing from the rng, so the same rows give the same nothing (lists are never changed in
+        place here, and a repair keeps a table's list where it changed none of its rows)."""
         rows = dict(rows)
-        for invariant, table in _resolved(self.schema, self.observed):
+        for index, (invariant, table, read) in enumerate(_resolved(self.schema, self.observed)):
             budget.check()
             if table is None:
                 continue
-            kind = invariant.kind
-            if kind is InvariantKind.CATEGORY:
-                rows[table.name] = self._in_category(table, invariant, rows[table.name])
-            elif kind is InvariantKind.SPELLING:
-                rows[table.name] = self._one_spelling(table, invariant, rows[table.name])
-            elif kind is InvariantKind.ONCE:
-                rows[table.name] = self._once(table, invariant, rows[table.name])
-            elif kind is InvariantKind.PARTICIPATION:
-                self._participation(invariant, rows)
-            elif kind is InvariantKind.IDENTITY and invariant.values:
-                self._identity(table, invariant, rows)
-            elif kind is InvariantKind.FACT and invariant.values:
-                parents = invariant.pairs
-                name, pointer = table.position(invariant.column), table.position(invariant.other_column)
-                rows[table.name] = [self._own_parents(table, row, [pointer], (parents[row[name]],), rows, name)
-                                    if row[name] in parents and row[pointer] != parents[row[name]] else row
-                                    for row in rows[table.name]]
+            before = tuple(rows[name] for name in read)
+            quiet = self._quiet.get(index)
+            if quiet is not None and all(a is b for a, b in zip(quiet, before)):
+                continue
+            self._keep_one(invariant, table, rows)
+            mine = rows[table.name]
+            if mine is not before[0] and len(mine) == len(before[0]) and all(map(operator.is_, mine, before[0])):
+                rows[table.name] = before[0]  # the same rows: the list as it was
+            if all(rows[name] is list_ for name, list_ in zip(read, before)):
+                self._quiet[index] = before
         return rows
+
+    def _keep_one(self, invariant: Invariant, table: Table, rows: Rows) -> None:
+        kind = invariant.kind
+        if kind is InvariantKind.CATEGORY:
+            rows[table.name] = self._in_category(table, invariant, rows[table.name])
+        elif kind is InvariantKind.SPELLING:
+            rows[table.name] = self._one_spelling(table, invariant, rows[table.name])
+        elif kind is InvariantKind.ONCE:
+            rows[table.name] = self._once(table, invariant, rows[table.name])
+        elif kind is InvariantKind.PARTICIPATION:
+            self._participation(invariant, rows)
+        elif kind is InvariantKind.IDENTITY and invariant.values:
+            self._identity(table, invariant, rows)
+        elif kind is InvariantKind.FACT and invariant.values:
+            parents = invariant.pairs
+            name, pointer = table.position(invariant.column), table.position(invariant.other_column)
+            rows[table.name] = [self._own_parents(table, row, [pointer], (parents[row[name]],), rows, name)
+                                if row[name] in parents and row[pointer] != parents[row[name]] else row
+                                for row in rows[table.name]]
 
     def _identity(self, table: Table, invariant: Invariant, rows: Rows) -> None:
         """A row named like a source row takes that row's key (and its children follow), or, when
@@ -208,16 +226,25 @@ class Keeper:
         rows[child.name] = rows[child.name] + made
 
 
-def _resolved(schema: Schema, observed: Observed) -> list[tuple[Invariant, Table | None]]:
+def _resolved(schema: Schema, observed: Observed) -> list[tuple[Invariant, Table | None, tuple[str, ...]]]:
     """Each invariant with its table in `schema` (None where the table or its column is not
-    there), worked out once per schema and set of invariants (`keep` runs per repair pass)."""
+    there) and the tables whose rows its repair reads when it changes nothing (a participation:
+    the parent's and the child's; else its own), worked out once per schema and set of invariants
+    (`keep` runs per repair pass)."""
     memo = schema.derived.setdefault("keeper", {})
     entry = memo.get(id(observed))
     if entry is None or entry[0] is not observed:
         found = []
         for invariant in observed.invariants:
             table = schema.table(invariant.table)
-            found.append((invariant, table if table is not None and table.column(invariant.column) is not None else None))
+            if table is None or table.column(invariant.column) is None:
+                found.append((invariant, None, ()))
+                continue
+            read = (table.name,)
+            if invariant.kind is InvariantKind.PARTICIPATION:
+                child = schema.table(invariant.other_table)
+                read += (child.name,) if child is not None else ()
+            found.append((invariant, table, read))
         entry = memo[id(observed)] = (observed, found)  # the key kept alive with its entry
     return entry[1]  # type: ignore[no-any-return]
 

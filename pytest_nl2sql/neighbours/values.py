@@ -31,7 +31,7 @@ def _number_from_text(text: str) -> int | float | None:
 
 # The exact types a SQLite column of each affinity holds as they are (`_sqlite_stored` returns
 # such a value unchanged): generation stores millions of values, nearly all of these.
-_SQLITE_AS_IS = {
+SQLITE_AS_IS = {
     "INTEGER": frozenset({int}), "NUMERIC": frozenset({int}), "REAL": frozenset({float}), "TEXT": frozenset({str}),
     "BLOB": frozenset({int, float, str, bytes}),
 }
@@ -41,7 +41,7 @@ def stored(value: Any, column: Column, kind: str) -> Any:
     """`value` as the column will hold it (so that keys compare as the database compares them)."""
     if value is None:
         return None
-    if kind == "sqlite" and type(value) in _SQLITE_AS_IS.get(column.affinity, ()):
+    if kind == "sqlite" and type(value) in SQLITE_AS_IS.get(column.affinity, ()):
         return value
     if isinstance(value, decimal.Decimal):
         value = int(value) if value == value.to_integral_value() else float(value)
