@@ -93,6 +93,23 @@ def test_the_floor_is_a_query_s_own_work_beyond_the_engine_s_fixed_cost() -> Non
     assert past.repeats >= MIN_ROUNDS and past.reward == 0.75
 
 
+def test_re_timings_under_the_floor_end_after_two_rounds() -> None:
+    """First timings above the floor (taken in a run busy with other work: 1.2-1.9 times a DuckDB
+    query's re-timings), re-timings under it: the two are equally fast whatever more rounds show,
+    since a side's time is its fastest timing and more rounds can only lower it. Two rounds (one in
+    each order), not five."""
+    calls: list[str] = []
+
+    def timing(side: str, seconds: float) -> Callable[[], float]:
+        return lambda: calls.append(side) or seconds
+
+    e = measure(0.0012, 0.0019, timing("gold", 0.0008), timing("pred", 0.00095), floor_s=0.0013)
+    assert calls == ["gold", "pred", "pred", "gold"]
+    assert (e.repeats, e.slowdown, e.reward, e.gold_s, e.predicted_s) == (2, 1.0, 1.0, 0.0008, 0.00095)
+    one_over = measure(0.0012, 0.0019, lambda: 0.0008, lambda: 0.0018, floor_s=0.0013)  # a side over it: as before
+    assert (one_over.repeats, one_over.reward) == (MIN_ROUNDS, 0.5)
+
+
 def test_a_slowdown_near_a_reward_boundary_is_timed_until_the_round_limit() -> None:
     e = measure(0.010, 0.020, lambda: 0.010, lambda: 0.020)  # exactly 2x: either side of BIRD's boundary
     assert e.repeats == MAX_ROUNDS

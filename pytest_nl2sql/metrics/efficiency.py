@@ -9,7 +9,10 @@ falls on both), and each side's time is its fastest re-timing (noise only ever a
 first timings are left out, as a machine's speed drifts between setup and call). At least
 `MIN_ROUNDS` rounds are timed, and more while the slowdown sits within `MARGIN` of a reward
 boundary, up to `MAX_ROUNDS` rounds or `BUDGET_S` seconds of re-timing per case (at least one
-round, however slow the queries). Three differences stay below what a timing can tell, and count
+round, however slow the queries); `UNDER_FLOOR_ROUNDS` once both sides' fastest re-timings are
+under the floor, which further rounds could only lower: the two are equally fast whatever they
+show (the first timings of a DuckDB query, in a run busy with other work, are 1.2-1.9 times its
+re-timings: most of its re-timed cases end here). Three differences stay below what a timing can tell, and count
 as equally fast: both queries under the floor (`FLOOR_S` beyond what an empty query costs on the
 engine, or `OVERHEAD_FACTOR` times that cost where that is more, at most `FLOOR_CAP_S`: every query
 pays the engine's fixed cost first, 15 us on SQLite, ~0.3 ms on DuckDB, whose queries cross to its
@@ -37,6 +40,7 @@ OVERHEAD_FACTOR = 3.0  # a query at most this many times an empty query's time i
 FLOOR_CAP_S = 0.005  # however slow the empty query was timed (a burst of load when it was measured)
 TIE = 1.2  # a prediction at most this many times slower than its gold counts as equally fast
 MIN_ROUNDS = 5  # interleaved re-timings of both sides, at the least (within the budget)
+UNDER_FLOOR_ROUNDS = 2  # ... unless both sides' fastest are under the floor by then (one round in each order)
 MAX_ROUNDS = 15
 STEADY = 0.1  # a side's fastest timing counts when its second-fastest is this close (relatively)
 MARGIN = 0.1  # a slowdown this close (relatively) to a reward boundary is timed again
@@ -138,6 +142,8 @@ def measure(gold_s: float, predicted_s: float, time_gold: Callable[[], float], t
         spent += golds[-1] + preds[-1]
         if not math.isfinite(spent) or spent >= budget_s:
             break
+        if rounds >= UNDER_FLOOR_ROUNDS and max(min(golds), min(preds)) < floor_s:
+            break  # equally fast: more rounds only lower the times, which stay under the floor
         if rounds >= MIN_ROUNDS and (not (_steady(golds) and _steady(preds)) or _settled(min(golds), min(preds), floor_s)):
             break
     gold, predicted = min(golds), min(preds)
