@@ -31,9 +31,23 @@ from sqlglot.errors import SqlglotError
 from pytest_nl2sql.neighbours import budget
 from pytest_nl2sql.neighbours.interrupts import raise_if_interrupt
 from pytest_nl2sql.neighbours.literals import GoldFacts, Hint, Top
-from pytest_nl2sql.neighbours.schema import DATE, DUCKDB_HOST, INT, OTHER, REAL, TEXT, TIMESTAMP, Column, ForeignKey, Schema, Table, quote
+from pytest_nl2sql.neighbours.schema import (
+    DATE,
+    DUCKDB_HOST,
+    INT,
+    OTHER,
+    REAL,
+    TEXT,
+    TIMESTAMP,
+    Column,
+    ForeignKey,
+    Schema,
+    Table,
+    quote,
+)
 from pytest_nl2sql.neighbours.values import (
     SQLITE_AS_IS,
+    FreshValues,
     Unstorable,
     fresh_value,
     hint_holds,
@@ -157,6 +171,7 @@ class CandidateBuilder:
         # gold without those shapes gets the rows it always got
         self.extra = random.Random(hashlib.sha256(repr(rng.getstate()).encode()).digest())
         self.seen: set[str] = set()  # tables whose source sample held rows
+        self._hints: dict[str, list[Hint]] = {}  # `_hints_of`
 
     def build(self) -> Rows:
         rows: Rows = {}
@@ -768,7 +783,7 @@ class CandidateBuilder:
         keys = [(key, [table.position(c) for c in key]) for key in table.uniques]
         seen = {key: {tuple(row[p] for p in positions) for row in existing} for key, positions in keys}
         result: list[tuple[Any, ...]] = []
-        pools: dict[int, set[Any]] = {}  # a column's values in `existing` and `result`, kept as rows are added
+        pools: dict[int, FreshValues] = {}  # a column's values in `existing` and `result`, kept as rows are added
         for original in made:
             row = list(original)
             for key, positions in keys:
@@ -783,10 +798,9 @@ class CandidateBuilder:
                     position = free[-1]
                     pool = pools.get(position)
                     if pool is None:
-                        pool = pools[position] = {r[position] for r in existing} | {r[position] for r in result}
-                    taken = pool | {row[position]}
+                        pool = pools[position] = FreshValues(table.columns[position], {r[position] for r in existing} | {r[position] for r in result})
                     self.fresh_counter += 1
-                    row[position] = stored_or_none(fresh_value(table.columns[position], taken, self.fresh_counter),
+                    row[position] = stored_or_none(pool.fresh(row[position], self.fresh_counter),  # fresh_value over pool | {row[position]}
                                                     table.columns[position], self.schema.kind)
                     value = tuple(row[p] for p in positions)
                     if row[position] is None:
@@ -798,7 +812,11 @@ class CandidateBuilder:
         return result
 
     def _hints_of(self, table: Table) -> list[Hint]:
-        return [hint for hint in self.facts.hints if hint.column[0] == table.name]
+        """The gold's hints on `table` (asked per row: made once per table; not to be changed)."""
+        found = self._hints.get(table.name)
+        if found is None:
+            found = self._hints[table.name] = [hint for hint in self.facts.hints if hint.column[0] == table.name]
+        return found
 
     def _satisfies(self, table: Table, row: tuple[Any, ...]) -> bool:
         """Does the row meet every condition the gold puts on this table's columns (and point at
@@ -809,6 +827,12 @@ class CandidateBuilder:
         return True
 
     def _stored_row(self, table: Table, row: Sequence[Any]) -> tuple[Any, ...]:
+        if self.schema.kind == "sqlite":  # most rows hold only values their columns store as they are
+            kept = self.schema.derived.setdefault("as is", {}).get(table.name)
+            if kept is None:
+                kept = self.schema.derived["as is"][table.name] = tuple(SQLITE_AS_IS.get(c.affinity, frozenset()) for c in table.columns)
+            if len(row) == len(kept) and all(value is None or type(value) in types for value, types in zip(row, kept)):
+                return tuple(row)
         return tuple(stored_or_none(value, column, self.schema.kind) for value, column in zip(row, table.columns))
 
     def _pull_parents(self, rows: Rows, order: list[Table]) -> None:

@@ -667,7 +667,7 @@ def _copied_runs(connection: Any, names: str, source: str, memo: dict[Any, Any])
     if copy is None:
         rows = connection.execute(f"SELECT rowid, {names} FROM {source} ORDER BY rowid").fetchall()
         rowids = [row[0] for row in rows]
-        usable = all(type(r) is int for r in rowids) and all(a < b for a, b in zip(rowids, rowids[1:]))
+        usable = all(type(r) is int for r in rowids) and all(a < b for a, b in itertools.pairwise(rowids))
         copy = memo[key] = (rowids, rows) if usable else ()
     if not copy:
         return None

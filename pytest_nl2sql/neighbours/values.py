@@ -4,8 +4,10 @@ gold literal that separate `>` from `>=`, `=` from LIKE, one literal from anothe
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import decimal
+import math
 from typing import Any
 
 from pytest_nl2sql.neighbours.literals import Hint
@@ -289,6 +291,72 @@ def fresh_value(column: Column, taken: set[Any], counter: int) -> Any | None:
     if column.value_class == BLOB:
         return bytes([counter % 256, len(taken) % 256])
     return None
+
+
+class FreshValues:
+    """`fresh_value(column, taken | {extra}, counter)` over a `taken` that only grows (`add`), with
+    what it reads kept as it grows (the greatest number, the texts in order) instead of scanned
+    per call: a candidate's made rows ask for a fresh key each, over the same column's values."""
+
+    def __init__(self, column: Column, taken: set[Any]) -> None:
+        self.column = column
+        self.taken = set(taken)
+        self.texts = sorted(str(v) for v in self.taken if isinstance(v, str))
+        self.greatest: Any = None  # the greatest number (int or float, not bool) in `taken`, None if none
+        self.exact = True  # False once a number that orders with no other (NaN) is in `taken`: then scanned as before
+        for value in self.taken:
+            self._count(value)
+
+    def _count(self, value: Any) -> None:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, float) and math.isnan(value):
+                self.exact = False
+            elif self.greatest is None or value > self.greatest:
+                self.greatest = value
+
+    def add(self, value: Any) -> None:
+        if value in self.taken:
+            return  # the set keeps the value it holds (1 stays where 1.0 or True comes)
+        self.taken.add(value)
+        self._count(value)
+        if isinstance(value, str):
+            bisect.insort(self.texts, str(value))
+
+    def fresh(self, extra: Any, counter: int) -> Any | None:
+        """What `fresh_value(self.column, self.taken | {extra}, counter)` returns."""
+        column, new = self.column, extra not in self.taken
+        if not self.exact or (new and isinstance(extra, float) and math.isnan(extra)):
+            return fresh_value(column, self.taken | {extra}, counter)
+        if column.value_class in (INT, REAL) or column.affinity in ("INTEGER", "NUMERIC"):
+            greatest = self.greatest
+            if new and isinstance(extra, (int, float)) and not isinstance(extra, bool) and (greatest is None or extra > greatest):
+                greatest = extra
+            if column.value_class in (INT, REAL) or greatest is not None:
+                start = int(greatest) + 1 if greatest is not None else 1
+                return start + counter
+        if column.value_class in (TEXT, OTHER):
+            texts, count = self.texts, len(self.texts)
+            at = count  # where `extra` sits among the texts (past the end: not among them)
+            if new and isinstance(extra, str):
+                at = bisect.bisect_left(texts, str(extra))
+                count += 1
+            if count:
+                index = counter % count
+                chosen = texts[index] if index < at else str(extra) if index == at else texts[index - 1]
+                base = _stem(chosen)
+            else:
+                base = "v"
+            candidate = f"{base} {counter + 2}"
+            while candidate in self.taken or candidate == extra:
+                counter += 1
+                candidate = f"{base} {counter + 2}"
+            return candidate
+        size = len(self.taken) + new
+        if column.value_class == DATE:
+            return (datetime.date(2001, 1, 1) + datetime.timedelta(days=counter + size)).isoformat()
+        if column.value_class == BLOB:
+            return bytes([counter % 256, size % 256])
+        return None
 
 
 def _like_holds(pattern: str, text: str) -> bool:
