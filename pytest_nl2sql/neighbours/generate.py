@@ -137,7 +137,7 @@ def _topological(schema: Schema, links: dict[str, list[ForeignKey]] | None) -> l
 def parent_columns(schema: Schema, fk: ForeignKey) -> tuple[Table, tuple[str, ...]] | None:
     """The parent table and the referenced columns (its primary key when none are named).
     Remembered per schema and foreign key (asked for per row and per candidate)."""
-    memo = schema.derived.setdefault("parent_columns", {})
+    memo = schema.derived["parent_columns"]
     entry = memo.get(id(fk))
     if entry is not None and entry[0] is fk:
         return entry[1]  # type: ignore[no-any-return]
@@ -828,7 +828,7 @@ class CandidateBuilder:
 
     def _stored_row(self, table: Table, row: Sequence[Any]) -> tuple[Any, ...]:
         if self.schema.kind == "sqlite":  # most rows hold only values their columns store as they are
-            kept = self.schema.derived.setdefault("as is", {}).get(table.name)
+            kept = self.schema.derived["as is"].get(table.name)
             if kept is None:
                 kept = self.schema.derived["as is"][table.name] = tuple(SQLITE_AS_IS.get(c.affinity, frozenset()) for c in table.columns)
             if len(row) == len(kept) and all(value is None or type(value) in types for value, types in zip(row, kept)):

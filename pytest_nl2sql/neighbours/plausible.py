@@ -51,7 +51,7 @@ class Keeper:
     literals: dict[tuple[str, str], list[Any]]
     rng: random.Random
     counter: int = 0
-    _quiet: dict[int, tuple[list[tuple[Any, ...]], ...]] = field(default_factory=dict, repr=False, compare=False)  # `keep`'s
+    _quiet: dict[int, tuple[Any, Any]] = field(default_factory=dict, repr=False, compare=False)  # `keep`'s
 
     def keep(self, rows: Rows) -> Rows:
         """`rows` with the invariants repaired. An invariant whose tables hold the same lists as
@@ -59,20 +59,22 @@ class Keeper:
         nothing from the rng, so the same rows give the same nothing (lists are never changed in
         place here, and a repair keeps a table's list where it changed none of its rows)."""
         rows = dict(rows)
+        quiet = self._quiet
         for index, (invariant, table, read) in enumerate(_resolved(self.schema, self.observed)):
             budget.check()
             if table is None:
                 continue
-            before = tuple(rows[name] for name in read)
-            quiet = self._quiet.get(index)
-            if quiet is not None and all(a is b for a, b in zip(quiet, before)):
+            mine = rows[table.name]
+            other = rows[read[1]] if len(read) > 1 else None
+            last = quiet.get(index)
+            if last is not None and last[0] is mine and last[1] is other:
                 continue
             self._keep_one(invariant, table, rows)
-            mine = rows[table.name]
-            if mine is not before[0] and len(mine) == len(before[0]) and all(map(operator.is_, mine, before[0])):
-                rows[table.name] = before[0]  # the same rows: the list as it was
-            if all(rows[name] is list_ for name, list_ in zip(read, before)):
-                self._quiet[index] = before
+            after = rows[table.name]
+            if after is not mine and len(after) == len(mine) and all(map(operator.is_, after, mine)):
+                rows[table.name] = after = mine  # the same rows: the list as it was
+            if after is mine and (other is None or rows[read[1]] is other):
+                quiet[index] = (mine, other)
         return rows
 
     def _keep_one(self, invariant: Invariant, table: Table, rows: Rows) -> None:
@@ -175,10 +177,10 @@ class Keeper:
     def _one_spelling(self, table: Table, invariant: Invariant, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         position = table.position(invariant.column)
         literals = self.literals.get((table.name, invariant.column), [])
-        texts = {row[position] for row in rows if isinstance(row[position], str)}
+        texts = {v for v in set(map(operator.itemgetter(position), rows)) if isinstance(v, str)}
         texts.update(v for v in literals if isinstance(v, str))
-        if len({v.strip().lower() for v in texts}) == len(texts):  # one text per spelling: every row keeps its own
-            return list(rows)
+        if len(set(map(str.lower, map(str.strip, texts)))) == len(texts):  # one text per spelling: every row keeps its own
+            return rows
         spelled: dict[Any, Any] = {}
         folds: dict[str, str] = {}  # each distinct text folded once
         for value in [*literals, *(row[position] for row in rows)]:
@@ -231,13 +233,13 @@ def _resolved(schema: Schema, observed: Observed) -> list[tuple[Invariant, Table
     there) and the tables whose rows its repair reads when it changes nothing (a participation:
     the parent's and the child's; else its own), worked out once per schema and set of invariants
     (`keep` runs per repair pass)."""
-    memo = schema.derived.setdefault("keeper", {})
+    memo = schema.derived["keeper"]
     entry = memo.get(id(observed))
     if entry is None or entry[0] is not observed:
         found = []
         for invariant in observed.invariants:
             table = schema.table(invariant.table)
-            if table is None or table.column(invariant.column) is None:
+            if table is None or table.column(invariant.column) is None or not _kept_by_keep(invariant):
                 found.append((invariant, None, ()))
                 continue
             read = (table.name,)
@@ -247,6 +249,13 @@ def _resolved(schema: Schema, observed: Observed) -> list[tuple[Invariant, Table
             found.append((invariant, table, read))
         entry = memo[id(observed)] = (observed, found)  # the key kept alive with its entry
     return entry[1]  # type: ignore[no-any-return]
+
+
+def _kept_by_keep(invariant: Invariant) -> bool:
+    """Does `Keeper.keep` repair it (the others are folded into the schema the `Repairer` keeps)?"""
+    kind = invariant.kind
+    return kind in (InvariantKind.CATEGORY, InvariantKind.SPELLING, InvariantKind.ONCE, InvariantKind.PARTICIPATION) or (
+        kind in (InvariantKind.IDENTITY, InvariantKind.FACT) and bool(invariant.values))
 
 
 def violations(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[str, str], list[Any]],
@@ -285,6 +294,8 @@ def offending(rows: Rows, schema: Schema, invariant: Invariant, literals: dict[t
                 seen[value] = True
         return bad
     if kind is InvariantKind.NOT_NULL:
+        if None not in map(operator.itemgetter(at), mine):
+            return set()
         return {i for i, row in enumerate(mine) if row[at] is None}
     if kind is InvariantKind.IDENTITY:
         known = invariant.rows_by_name
@@ -312,7 +323,7 @@ def _check_plan(schema: Schema, invariant: Invariant) -> tuple[Table, int, tuple
     positions it compares (the column and its `together` ones; IDENTITY: the key and references;
     FACT: the reference), the other table and its column's position (INCLUSION, PARTICIPATION);
     None when the table or column is not there. Worked out once per schema and invariant."""
-    memo = schema.derived.setdefault("checks", {})
+    memo = schema.derived["checks"]
     entry = memo.get(id(invariant))
     if entry is not None and entry[0] is invariant:
         return entry[1]  # type: ignore[no-any-return]
@@ -346,8 +357,8 @@ def _none_offend(mine: list[tuple[Any, ...]], at: int, invariant: Invariant) -> 
     if invariant.kind is InvariantKind.ONCE:
         literal = invariant.values[0]
         return sum(1 for v in column if v is not None and v == literal) <= 1
-    texts = {v for v in column if isinstance(v, str)}  # SPELLING: each folded spelling has one text
-    return len({v.strip().lower() for v in texts}) == len(texts)
+    texts = {v for v in set(column) if isinstance(v, str)}  # SPELLING: each folded spelling has one text
+    return len(set(map(str.lower, map(str.strip, texts)))) == len(texts)
 
 
 def settle(rows: Rows, schema: Schema, observed: Observed, literals: dict[tuple[str, str], list[Any]]) -> Rows:

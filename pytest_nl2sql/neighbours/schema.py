@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import bisect
+import collections
 import contextlib
 import datetime
 import decimal
@@ -97,10 +98,11 @@ class Schema:
         return self._by_name.get(name.lower())
 
     @functools.cached_property
-    def derived(self) -> dict[str, Any]:
+    def derived(self) -> collections.defaultdict[str, Any]:
         """What generation works out from this schema once and asks for per row or per candidate
-        (`generate.parent_columns`, the repair's plan), by the name of what it is."""
-        return {}
+        (`generate.parent_columns`, the repair's plan), by the name of what it is (a missing name
+        is an empty dict)."""
+        return collections.defaultdict(dict)
 
 
 class SchemaUnsupported(Exception):
