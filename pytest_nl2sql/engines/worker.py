@@ -26,8 +26,8 @@ The process is persistent: one request costs a round trip over a pipe (tens of m
 mostly the two processes waking each other; see `SPIN_SECONDS`), not a process start (~20 ms).
 SQLite engines share one worker per process (`shared_worker`), since a SQLite connection is cheap
 and the cap on the child covers all of them; a DuckDB worker holds a few engines' instances
-(`duckdb._WorkerPool`), since a DuckDB instance reserves much address space of its own. Requests are serialised by a lock. The worker
-serves one query at a time: an open stream (`stream`) holds the lock until it is closed, so
+(`duckdb._WorkerPool`), since a DuckDB instance reserves much address space of its own.
+Requests are serialised by a lock. The worker serves one query at a time: an open stream (`stream`) holds the lock until it is closed, so
 another thread's request waits for it, and a request from the thread that holds the stream is a
 RuntimeError (it would wait for itself): consume or close a stream before the next query. Messages are
 `marshal` dumps of plain values (see `worker_child.py`). A worker inherited through `fork` is left
