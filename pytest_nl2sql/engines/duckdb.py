@@ -228,13 +228,15 @@ class _WorkerPool:
     OWN_PER_WORKER = 4
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # re-entrant: an engine's finalizer (`_close_own`) may run, by garbage collection, while
+        # this thread holds the lock
+        self._lock = threading.RLock()
         self._users: dict[Worker, list[str | None]] = {}  # worker -> the files of its own engines, None for other users
 
     def acquire(self, path: str | None) -> Worker:
         """A worker for an own engine of `path`, or (None) for a run's neighbours."""
         with self._lock:
-            for worker, users in self._users.items():
+            for worker, users in list(self._users.items()):
                 own = [user for user in users if user is not None]
                 if path is None or (len(own) < self.OWN_PER_WORKER and path not in own):
                     users.append(path)
@@ -256,7 +258,7 @@ class _WorkerPool:
     def after_fork(self) -> None:
         """A forked process starts its own workers (`worker._after_fork_in_child`): the pool's
         entries are the parent's engines', still counted there."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
 
 _POOL = _WorkerPool()
