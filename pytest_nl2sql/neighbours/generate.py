@@ -1313,11 +1313,30 @@ def _plan(schema: Schema, table: Table) -> _Plan:
 
 # ----------------------------------------------------------------------------- writing a candidate
 
+_REFUSED = (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, OverflowError)  # a row SQLite does not take
+
+
+class _Refused(Exception):
+    """A row was refused where rows go in without savepoints: again with them."""
+
+
 def create_sqlite(schema: Schema, rows: Rows, target: str | Path) -> tuple[sqlite3.Connection, Rows]:
     """A SQLite database (`:memory:` or a file path) holding `rows`; rows the database refuses
     (a CHECK, an index we do not model) are left out and the inserted rows returned. The tables
     come from a copy of an empty database made once per schema (creating them costs more than
-    filling them); a file is the filled database's image, written at once."""
+    filling them); a file is the filled database's image, written at once. The rows go in
+    without a savepoint per table first (nearly every candidate's rows are all taken); where one
+    is refused, the database is made again from the empty image with them (the same statements
+    as always, and so the same bytes)."""
+    if _CAN_SERIALIZE:
+        try:
+            return _create_sqlite(schema, rows, target, savepoints=False)
+        except _Refused:
+            pass
+    return _create_sqlite(schema, rows, target, savepoints=True)
+
+
+def _create_sqlite(schema: Schema, rows: Rows, target: str | Path, *, savepoints: bool) -> tuple[sqlite3.Connection, Rows]:
     in_memory = _CAN_SERIALIZE or str(target) == ":memory:"
     connection = sqlite3.connect(":memory:" if in_memory else str(target), isolation_level=None)
     connection.text_factory = lambda data: data.decode("utf-8", "backslashreplace")
@@ -1329,8 +1348,10 @@ def create_sqlite(schema: Schema, rows: Rows, target: str | Path) -> tuple[sqlit
             connection.execute("PRAGMA synchronous = OFF")  # the cache renames the folder into place once closed
             _create_tables(connection, tuple(table.create_sql for table in schema.tables))
         connection.execute("BEGIN")
-        kept = _insert_rows(connection, schema, rows, (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError, OverflowError),
-                            savepoints=True)
+        if savepoints:
+            kept = _insert_rows(connection, schema, rows, _REFUSED, savepoints=True)
+        else:
+            kept = _insert_all_rows(connection, schema, rows)
         for sql in schema.extra_sql:
             try:
                 connection.execute(sql)
@@ -1365,6 +1386,29 @@ def _create_tables(connection: sqlite3.Connection, create_sql: tuple[str, ...]) 
     for sql in create_sql:
         budget.check()
         connection.execute(sql)
+
+
+def _insert_statement(schema: Schema, table: Table) -> str:
+    found = schema.derived["insert"].get(table.name)
+    if found is None:
+        names = ", ".join(quote(c.name) for c in table.columns)
+        marks = ", ".join("?" * len(table.columns))
+        found = schema.derived["insert"][table.name] = f"INSERT INTO {quote(table.name)} ({names}) VALUES ({marks})"
+    return found  # type: ignore[no-any-return]
+
+
+def _insert_all_rows(connection: sqlite3.Connection, schema: Schema, rows: Rows) -> Rows:
+    """`_insert_rows` where every row goes in: each table's rows with one `executemany`, parents
+    first; `_Refused` at the first row refused."""
+    kept: Rows = {}
+    for table in topological(schema):
+        budget.check()
+        try:
+            connection.executemany(_insert_statement(schema, table), rows[table.name])
+        except _REFUSED as error:
+            raise _Refused() from error
+        kept[table.name] = list(rows[table.name])
+    return kept
 
 
 def _insert_rows(connection: Any, schema: Schema, rows: Rows, refused: tuple[type[BaseException], ...],

@@ -182,6 +182,9 @@ class TableView:
         return not self.sampled or column in self.indexed
 
 
+FOLDED_KINDS = frozenset({InvariantKind.UNIQUE, InvariantKind.NOT_NULL, InvariantKind.INCLUSION})  # what `schema_with` folds in
+
+
 @dataclass(frozen=True)
 class Observed:
     """The invariants of one source for one gold; `schema_with` folds the structural ones into a
@@ -208,7 +211,19 @@ class Observed:
             i.kind in follows and i.table == broken.table and i.column == broken.column)))
 
     def schema_with(self, schema: Schema) -> Schema:
-        """`schema` plus the observed unique, NOT NULL and inclusion invariants as if declared."""
+        """`schema` plus the observed unique, NOT NULL and inclusion invariants as if declared;
+        one object per schema and set of those invariants (a stress neighbour that breaks none of
+        them, another gold of the same database: the same schema, and what generation works out
+        from it once, `Schema.derived`)."""
+        folded = tuple((i.kind, i.table, i.column, i.together, i.other_table, i.other_column)
+                       for i in self.invariants if i.kind in FOLDED_KINDS)
+        memo = schema.derived["schema_with"]
+        found = memo.get(folded)
+        if found is None:
+            found = memo[folded] = self._schema_with(schema)
+        return found  # type: ignore[no-any-return]
+
+    def _schema_with(self, schema: Schema) -> Schema:
         by_table: dict[str, list[Invariant]] = {}  # one pass: per table over all invariants is quadratic
         for invariant in self.invariants:
             by_table.setdefault(invariant.table, []).append(invariant)
