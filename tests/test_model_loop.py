@@ -185,7 +185,7 @@ def test_the_report_is_the_same_with_and_without_xdist(suite: pytest.Pytester) -
 def test_an_outage_is_not_read_as_a_regression(suite: pytest.Pytester) -> None:
     good = STUB.replace('if case.id == "down":', 'if case.id == "never":').replace('"wrong": [', '"down": ["SELECT min(price) FROM item"] * 3,\n    "wrong": [')
     suite.makeconftest(good)
-    suite.runpytest("--nl2sql-neighbours=0", "--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
+    suite.runpytest("--nl2sql-neighbours=0", "--nl2sql-retry-wait=0", "--nl2sql-baseline=base.json", "--nl2sql-update-baseline")
     suite.makeconftest(STUB)  # now `down` cannot be reached
     result = suite.runpytest("--nl2sql-neighbours=0", "--nl2sql-retry-wait=0", "--nl2sql-baseline=base.json",
                              "--nl2sql-fail-under=0.8", "--nl2sql-report=json:r.json")
