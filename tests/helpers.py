@@ -53,6 +53,15 @@ def generous(seconds: float) -> float:
     return seconds * max(4.0, 4.0 * load)
 
 
+def process_gone(pid: int) -> bool:
+    """The process has exited (a zombie nobody reaped counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in {"Z", "X"}
+
+
 def make_db(path: Path, sql: str) -> Path:
     """A SQLite file holding what `sql` makes. Not synced to disk statement by statement (the
     script runs in autocommit mode: an fsync per INSERT made each shop database cost ~45 ms, some

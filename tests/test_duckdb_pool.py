@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import process_gone
 from pytest_nl2sql.engines import Limits, QueryError, QueryTimeout, TooManyRows, open_engine
 from pytest_nl2sql.engines.duckdb import _POOL, DuckdbEngine, _WorkerPool, neighbour_worker, release_worker
 
@@ -23,14 +24,6 @@ def _database(folder: Path, name: str, table: str, rows: list[tuple[int, str]]) 
     conn.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
     conn.close()
     return path
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in {"Z", "X"}
 
 
 @pytest.fixture
@@ -53,15 +46,15 @@ def test_two_databases_and_the_neighbours_share_one_process(two: tuple[Path, Pat
         attached.close()
         pid = a._worker.pid
         a.close()
-        assert not _gone(pid)  # b and the neighbours still use it
+        assert not process_gone(pid)  # b and the neighbours still use it
         assert b.execute("SELECT count(*) FROM tb", NORMAL).rows == [(1,)]
         b.close()
-        assert not _gone(pid)
+        assert not process_gone(pid)
     finally:
         a.close()
         b.close()
         release_worker(neighbours)
-    assert _gone(pid)  # the last user gone: the process ends
+    assert process_gone(pid)  # the last user gone: the process ends
 
 
 def test_each_database_stays_its_own(two: tuple[Path, Path]) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import process_gone
 from pytest_nl2sql import eval_exec_match
 from pytest_nl2sql.engines import EngineError, Limits, QueryError, QueryTimeout, TooManyRows, open_engine
 from pytest_nl2sql.engines.base import ConnectionLost, SizeBudget
@@ -58,15 +59,6 @@ def _peak_rss_mb(pid: int | str = "self") -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) >> 10
     raise AssertionError("no VmHWM")
-
-
-def _gone(pid: int) -> bool:
-    """The process has exited (a zombie nobody reaped counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in {"Z", "X"}
 
 
 @pytest.fixture(scope="module")
@@ -276,9 +268,9 @@ def test_the_worker_ends_with_its_parent_even_mid_query(sqlite_db: Path) -> None
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
     pid = int(done.stdout.split()[0])
     waited = time.monotonic()
-    while not _gone(pid) and time.monotonic() - waited < 5.0:
+    while not process_gone(pid) and time.monotonic() - waited < 5.0:
         time.sleep(0.05)
-    assert _gone(pid), "the worker outlived its parent"
+    assert process_gone(pid), "the worker outlived its parent"
 
 
 # -- DuckDB -------------------------------------------------------------------------------------
@@ -397,6 +389,6 @@ def test_a_closed_duckdb_engine_says_so(duck_db: Path) -> None:
     engine = open_engine(f"duckdb:///{duck_db}")
     pid = engine._worker.pid
     engine.close()
-    assert _gone(pid)
+    assert process_gone(pid)
     with pytest.raises(EngineError, match="closed"):
         engine.execute("SELECT 1", NORMAL)
