@@ -424,8 +424,9 @@ def break_one(rows: Rows, invariant: Invariant, schema: Schema, rng: random.Rand
             candidates = [row for row in candidates if row[position] in named] or candidates
         if not candidates:
             return None
-        busiest = max(_children_of(schema, table, row, rows) for row in candidates)
-        original = rng.choice([row for row in candidates if _children_of(schema, table, row, rows) == busiest])
+        children = [_children_of(schema, table, row, rows) for row in candidates]  # counted once per row
+        busiest = max(children)
+        original = rng.choice([row for row, count in zip(candidates, children) if count == busiest])
         copy = _fresh_keys(table, original, rows[table.name], keep={invariant.column, *invariant.together}, rng=rng)
         if kind is InvariantKind.SPELLING:
             text = original[position]
