@@ -74,12 +74,15 @@ class Restoration:
 
 
 def fragile_side(failures: Sequence[NeighbourFailure], predicted: str, rules: JudgingRules, limits: Limits,
-                 open_engine: Callable[[OtherDatabase], Engine], own_gold: GoldOutcome | None = None) -> FragileSide:
+                 open_engine: Callable[[OtherDatabase], Engine], own_gold: GoldOutcome | None = None, *,
+                 trouble: list[BaseException] | None = None) -> FragileSide:
     """The side of a fragile pass, from its fragile databases (the first: the one shown, maybe
     shrunk; the others whole). A side that a database tells alone wins over databases where both
     results show what they break (both read the broken column: a literal's namesakes change both);
-    `both` when databases tell different sides alone, or none tells one side alone."""
-    told = [_told(f, predicted, rules, limits, open_engine, shown=i == 0) for i, f in enumerate(failures)]
+    `both` when databases tell different sides alone, or none tells one side alone. `trouble`:
+    where an error met is noted (a side decided past a time-out is not remembered:
+    `judge/failure_memo.py`)."""
+    told = [_told(f, predicted, rules, limits, open_engine, shown=i == 0, trouble=trouble) for i, f in enumerate(failures)]
     if own_gold is not None and not _answers_something(own_gold, failures):
         # the gold returns nothing on the case's database: the question may ask for just what a stress
         # neighbour makes (conductors with two orchestras, continents without a country), so the gold
@@ -100,15 +103,19 @@ def _answers_something(own_gold: GoldOutcome, failures: Sequence[NeighbourFailur
 
 
 def _told(failure: NeighbourFailure, predicted: str, rules: JudgingRules, limits: Limits,
-          open_engine: Callable[[OtherDatabase], Engine], *, shown: bool) -> FragileSide | None:
+          open_engine: Callable[[OtherDatabase], Engine], *, shown: bool,
+          trouble: list[BaseException] | None = None) -> FragileSide | None:
     try:
-        return side_on(failure, predicted, rules, limits, open_engine, shown=shown)
-    except Exception:  # noqa: BLE001 - a side that cannot be told is `both`; it never costs the case its verdict
+        return side_on(failure, predicted, rules, limits, open_engine, shown=shown, trouble=trouble)
+    except Exception as e:  # noqa: BLE001 - a side that cannot be told is `both`; it never costs the case its verdict
+        if trouble is not None:
+            trouble.append(e if isinstance(e, OSError) else OSError(repr(e)))  # not known to be the data's doing
         return None
 
 
 def side_on(failure: NeighbourFailure, predicted: str, rules: JudgingRules, limits: Limits,
-            open_engine: Callable[[OtherDatabase], Engine], *, shown: bool = False) -> FragileSide | None:
+            open_engine: Callable[[OtherDatabase], Engine], *, shown: bool = False,
+            trouble: list[BaseException] | None = None) -> FragileSide | None:
     """The fragile side on one database (None: it cannot be told there). `shown`: its
     counterexample rows, when it has them, are what the reader sees: decided there first, and on
     the whole neighbour only when they cannot tell."""
@@ -124,7 +131,7 @@ def side_on(failure: NeighbourFailure, predicted: str, rules: JudgingRules, limi
         attempts.append(_counterexample_rows(schema, failure.counterexample))
     told: list[tuple[bool, bool]] = []
     for rows in attempts:
-        flags = _flags_in(rows, whole, schema, broken, failure, predicted, rules, limits, open_engine)
+        flags = _flags_in(rows, whole, schema, broken, failure, predicted, rules, limits, open_engine, trouble)
         if flags is None or not any(flags):
             continue
         told.append(flags)
@@ -141,7 +148,8 @@ def side_on(failure: NeighbourFailure, predicted: str, rules: JudgingRules, limi
 
 
 def _flags_in(rows: Rows, whole: Rows, schema: Any, broken: Any, failure: NeighbourFailure, predicted: str,
-              rules: JudgingRules, limits: Limits, open_engine: Callable[[OtherDatabase], Engine]) -> tuple[bool, bool] | None:
+              rules: JudgingRules, limits: Limits, open_engine: Callable[[OtherDatabase], Engine],
+              trouble: list[BaseException] | None = None) -> tuple[bool, bool] | None:
     """(the gold shows it, the prediction shows it) on `rows`: after a restoration of the
     invariant where gold and prediction then agree, a result shows what breaking it caused when a
     row only it showed goes, or a row only the other showed comes (it had lost it). None: no
@@ -151,7 +159,7 @@ def _flags_in(rows: Rows, whole: Rows, schema: Any, broken: Any, failure: Neighb
         return None
     flags: list[tuple[bool, bool]] = []
     with tempfile.TemporaryDirectory(prefix="nl2sql-side-") as folder:
-        run = _Runner(Path(folder), schema, failure, predicted, rules, limits, open_engine)
+        run = _Runner(Path(folder), schema, failure, predicted, rules, limits, open_engine, trouble)
         before = run(rows)
         if before is None or before[1] is None:
             return None
@@ -203,8 +211,10 @@ class _Runner:
     anywhere)."""
 
     def __init__(self, folder: Path, schema: Any, failure: NeighbourFailure, predicted: str, rules: JudgingRules,
-                 limits: Limits, open_engine: Callable[[OtherDatabase], Engine]) -> None:
+                 limits: Limits, open_engine: Callable[[OtherDatabase], Engine],
+                 trouble: list[BaseException] | None = None) -> None:
         self.folder, self.schema, self.failure = folder, schema, failure
+        self.trouble = trouble  # errors met, noted (a time-out's side is not remembered)
         self.predicted, self.rules, self.limits, self.open_engine = predicted, rules, limits, open_engine
         self.index = failure.judgement.gold_index
         self.written = 0
@@ -227,13 +237,16 @@ class _Runner:
             with ctrl_c_stops():
                 connection, kept = create(self.schema, every, path)
                 connection.close()
-        except Exception:  # noqa: BLE001 (sqlite3's or DuckDB's refusal: this database tells nothing; Ctrl-C is no Exception)
+        except Exception as e:  # noqa: BLE001 (sqlite3's or DuckDB's refusal: this database tells nothing; Ctrl-C is no Exception)
+            if isinstance(e, OSError):
+                self._note(e)
             return None
         if kept != every:  # a row the database refused: not the restoration meant
             return None
         try:
             engine = self.open_engine(OtherDatabase(path, database.kind, database.label))
-        except EngineError:
+        except EngineError as e:
+            self._note(e)
             return None
         try:
             rules = self.rules
@@ -241,10 +254,13 @@ class _Runner:
                             spider_compat=rules.spider_compat, compare=rules.compare)
             judgement = judge(self.predicted, gold, engine, self.limits, dialect=rules.predicted_dialect or rules.dialect,
                               compare=rules.compare, spider_compat=rules.spider_compat)
-        except (GoldError, EngineError):
+        except (GoldError, EngineError) as e:
+            self._note(e)
             return None
         finally:
             engine.close()
+        if judgement.verdict is Verdict.PRED_TIMEOUT:
+            self._note(TimeoutError(judgement.reason))
         if self.index >= len(gold.results):
             return None
         mine = [tuple(r) for r in judgement.result.rows] if judgement.result is not None else None
@@ -252,6 +268,11 @@ class _Runner:
         agree = judgement.verdict is Verdict.PASS or (  # a LIMIT cutting a tie: right under one reading of the gold
             bool(gold.warnings) and cut and mine is not None and _right_under_some_tie(gold, list(mine), rules))
         return [tuple(r) for r in gold.results[self.index].rows], mine, agree
+
+
+    def _note(self, error: BaseException) -> None:
+        if self.trouble is not None:
+            self.trouble.append(error)
 
 
 def _read_back(row: Sequence[Any], canon: Mapping[Any, Any]) -> tuple[Any, ...]:

@@ -33,9 +33,9 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from pytest_nl2sql.engines.base import Engine, EngineError, Limits, RowIds
+from pytest_nl2sql.engines.base import Engine, EngineError, Limits, QueryTimeout, RowIds
 from pytest_nl2sql.engines.url import EngineKind
-from pytest_nl2sql.judge import gold_memo
+from pytest_nl2sql.judge import failure_memo, gold_memo
 from pytest_nl2sql.judge.compare import CompareOptions, compare_results, row_values_key
 from pytest_nl2sql.judge.execute import GoldError, GoldOutcome, Judgement, judge, run_gold
 from pytest_nl2sql.judge.fragile_gold import neighbour_keys, why_gold_is_fragile
@@ -156,11 +156,18 @@ def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRule
 
     A prediction that matched everywhere is remembered beside generated neighbours (its
     `verdicts/` folder): the same prediction for the same golds and rules on the same neighbours
-    (files the cache never rewrites) matches again, so a rerun runs nothing there."""
-    remembered = _verdict_path(databases, _rules_key(rules, predicted, limits))
+    (files the cache never rewrites) matches again, so a rerun runs nothing there. So is one
+    that did not (`failures/`, `failure_memo`): its counts, counterexample and fragile side."""
+    rules_key = _rules_key(rules, predicted, limits)
+    remembered = _verdict_path(databases, rules_key)
     recalled = _recall_pass(remembered, len(databases))
     if recalled is not None:
         return recalled
+    failed_path = failure_memo.path_for(databases, rules_key, own_gold, shrink is not None) if remembered is not None else None
+    recalled = failure_memo.recall(failed_path, databases)
+    if recalled is not None:
+        return recalled
+    trouble: list[BaseException] = []  # errors met on the way: a time-out's outcome is not remembered
     checked = failed = fragile = 0
     first: NeighbourFailure | None = None
     first_fragile: NeighbourFailure | None = None
@@ -169,14 +176,15 @@ def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRule
         stress = database.breaks
         if stress is not None and failed:
             continue
-        outcome = _judge_on(predicted, database, rules, limits, open_engine)
+        outcome = _judge_on(predicted, database, rules, limits, open_engine, trouble)
         if outcome is None:
             continue
         checked += 1
         gold, judgement = outcome
         if judgement.verdict is Verdict.PASS:
             continue
-        why = stress or (not_the_prediction_s_fault(database, own_gold, gold, judgement, rules, limits, open_engine)
+        why = stress or (not_the_prediction_s_fault(database, own_gold, gold, judgement, rules, limits, open_engine,
+                                                    trouble=trouble)
                          if own_gold is not None else None)
         if why is None:
             failed += 1
@@ -187,14 +195,16 @@ def check(predicted: str, databases: Sequence[OtherDatabase], rules: JudgingRule
             first_fragile = first_fragile or fragile_ones[0]
     shown = first or first_fragile
     if shown is not None:
-        shown = counterexample(shown, predicted, rules, limits, open_engine, shrink, own_gold)
+        shown = counterexample(shown, predicted, rules, limits, open_engine, shrink, own_gold, trouble=trouble)
     side = None
     if not failed and fragile_ones:
         side = fragile_side(([shown] if shown is not None else []) + fragile_ones[1:], predicted, rules, limits, open_engine,
-                            own_gold)
+                            own_gold, trouble=trouble)
     result = NeighbourCheck(checked, failed, shown, len(databases), fragile, side)
     if shown is None and checked == len(databases):  # every database judged it right: nothing to show, nothing timed out
         _remember_pass(remembered, checked)
+    elif shown is not None and not any(map(failure_memo.unsure, trouble)):
+        failure_memo.remember(failed_path, result, databases)
     return result
 
 
@@ -250,10 +260,12 @@ def _remember_pass(path: Path | None, checked: int) -> None:
 
 def not_the_prediction_s_fault(database: OtherDatabase, own_gold: GoldOutcome, gold: GoldOutcome, judgement: Judgement,
                                rules: JudgingRules, limits: Limits, open_engine: Callable[[OtherDatabase], Engine],
-                               keys: frozenset[tuple[str, str]] | None = None) -> str | None:
+                               keys: frozenset[tuple[str, str]] | None = None,
+                               trouble: list[BaseException] | None = None) -> str | None:
     """Why a difference on a plausible neighbour makes the prediction fragile rather than wrong
     (`unseen_by_gold`, `fragile_gold.why_gold_is_fragile`), or None: it is a failure. `keys`: the
-    neighbour's key columns when the caller has them (a shrink asks for every attempt of one schema)."""
+    neighbour's key columns when the caller has them (a shrink asks for every attempt of one schema).
+    `trouble`: where an error met is noted (see `check`)."""
     why = unseen_by_gold(own_gold, gold, judgement, rules)
     if why is not None or database.generated is None:
         return why
@@ -261,7 +273,8 @@ def not_the_prediction_s_fault(database: OtherDatabase, own_gold: GoldOutcome, g
         if keys is None:
             keys = neighbour_keys(database.path, database.kind.value, database.generated.invariants)
         engine = open_engine(database)
-    except (EngineError, OSError, ValueError):
+    except (EngineError, OSError, ValueError) as e:
+        _note(trouble, e)
         return None
     try:
         predicted = judgement.result.rows if judgement.result is not None else []
@@ -332,12 +345,20 @@ def _hashable_row(row: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(v if isinstance(v, (str, int, float, bytes, type(None))) else repr(v) for v in row)
 
 
+def _note(trouble: list[BaseException] | None, error: BaseException) -> None:
+    if trouble is not None:
+        trouble.append(error)
+
+
 def _judge_on(predicted: str, database: OtherDatabase, rules: JudgingRules, limits: Limits,
-              open_engine: Callable[[OtherDatabase], Engine]) -> tuple[GoldOutcome, Judgement] | None:
-    """(the gold, the prediction's judgement) on one database; None when the gold cannot run there."""
+              open_engine: Callable[[OtherDatabase], Engine],
+              trouble: list[BaseException] | None = None) -> tuple[GoldOutcome, Judgement] | None:
+    """(the gold, the prediction's judgement) on one database; None when the gold cannot run there.
+    `trouble`: where an error met is noted (and a prediction's time-out, as one)."""
     try:
         engine = open_engine(database)
-    except EngineError:
+    except EngineError as e:
+        _note(trouble, e)
         return None
     try:
         remembered = _gold_path(database, rules)
@@ -348,10 +369,13 @@ def _judge_on(predicted: str, database: OtherDatabase, rules: JudgingRules, limi
             gold_memo.remember(remembered, gold)
         judgement = judge(predicted, gold, engine, limits, dialect=rules.predicted_dialect or rules.dialect,
                           compare=rules.compare, spider_compat=rules.spider_compat)
-    except (GoldError, EngineError):
+    except (GoldError, EngineError) as e:
+        _note(trouble, e)
         return None
     finally:
         engine.close()
+    if judgement.verdict is Verdict.PRED_TIMEOUT:
+        _note(trouble, QueryTimeout(judgement.reason or "timed out"))
     if not gold.warnings or judgement.verdict is Verdict.PASS:
         return gold, judgement
     # The gold's own answer is not determined there (its LIMIT cuts a tie the neighbour's duplicated
@@ -388,10 +412,11 @@ def _right_under_some_tie(gold: GoldOutcome, rows: list[tuple[Any, ...]], rules:
 
 def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRules, limits: Limits,
                    open_engine: Callable[[OtherDatabase], Engine], shrink: Callable[..., Any] | None,
-                   own_gold: GoldOutcome | None = None) -> NeighbourFailure:
+                   own_gold: GoldOutcome | None = None, *, trouble: list[BaseException] | None = None) -> NeighbourFailure:
     """The failing database cut down to the rows that still tell gold and prediction apart (for a
     plausible failure: apart in a way the gold's own database could show), with both results on
-    the cut-down database. Without a shrinker, the tables the queries read."""
+    the cut-down database. Without a shrinker, the tables the queries read. `trouble`: where an
+    error met is noted (see `check`)."""
     if shrink is None:
         return failure
     tables = [*dict.fromkeys(name for sql in (*rules.golds, predicted) for name in tables_read(sql, rules.dialect))]
@@ -404,7 +429,7 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
 
     def differs(path: Path, rows: RowIds | None = None) -> bool:
         attempt = OtherDatabase(path, failure.database.kind, failure.database.label, rows=rows)
-        outcome = _judge_on(predicted, attempt, rules, limits, open_engine)
+        outcome = _judge_on(predicted, attempt, rules, limits, open_engine, trouble)
         if outcome is None or outcome[1].verdict is Verdict.PASS:
             return False
         shrunk = dataclasses.replace(attempt, generated=failure.database.generated)
@@ -413,7 +438,7 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
         fault = None
         if real or excused:
             fault = not_the_prediction_s_fault(shrunk, own_gold, *outcome, rules, limits, open_engine,  # type: ignore[arg-type]
-                                               keys[0] if keys else None)
+                                               keys[0] if keys else None, trouble)
             if (fault is not None) if real else (fault is None):
                 return False
         last.append((outcome, fault))
@@ -427,7 +452,8 @@ def counterexample(failure: NeighbourFailure, predicted: str, rules: JudgingRule
                 return differs(failure.database.path, rows)
         found = shrink(_as_neighbour(failure.database), differs, tables=tables or None, budget=SHRINK_BUDGET,
                        hints=_differing_values(failure.judgement), memo=memo, differs_on_rows=on_rows)
-    except (OSError, EngineError, SqlglotError, ValueError):
+    except (OSError, EngineError, SqlglotError, ValueError) as e:
+        _note(trouble, e if isinstance(e, (OSError, EngineError)) else OSError(str(e)))  # a shrink cut short: not remembered
         return failure
     (gold, judgement), why = last[-1] if last else ((failure.gold, failure.judgement), None)
     return NeighbourFailure(failure.database, judgement, gold, tuple(found.tables), shrunk=bool(last),
