@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import make_shop, read_report, without_timings, write_suite
+from helpers import SHOP_SQL, make_shop, read_report, without_timings, write_suite
 from pytest_nl2sql.engines.base import Limits, QueryResult, QueryTimeout
 from pytest_nl2sql.engines.url import EngineKind
 from pytest_nl2sql.judge import failure_memo
@@ -29,10 +29,17 @@ CASES = [
 ]
 
 
-@pytest.fixture
-def shop(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    make_shop(pytester.path)
-    write_suite(pytester.path, CASES, database="shop.sqlite")
+@pytest.fixture(params=["sqlite", "duckdb"])
+def shop(request: pytest.FixtureRequest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    if request.param == "duckdb":  # DuckDB neighbours: the side's restorations and the shrink's attempts are DuckDB's
+        duckdb = pytest.importorskip("duckdb")
+        connection = duckdb.connect(str(pytester.path / "shop.duckdb"))
+        connection.execute(SHOP_SQL)
+        connection.close()
+    else:
+        make_shop(pytester.path)
+    write_suite(pytester.path, CASES, database=f"shop.{request.param}")
+    pytester.path.joinpath("engine").write_text(request.param)
     monkeypatch.setenv("NL2SQL_CACHE_DIR", str(pytester.path / "cache"))
     return pytester
 
@@ -82,11 +89,12 @@ def test_a_changed_prediction_or_rule_is_a_miss(shop: pytest.Pytester) -> None:
     _run(shop)
     before = set(_memos(shop))
     changed = [dict(CASES[1], predicted="SELECT name FROM item WHERE price > 2.5 ORDER BY name")]
-    write_suite(shop.path, changed, database="shop.sqlite")
+    database = f"shop.{shop.path.joinpath('engine').read_text()}"
+    write_suite(shop.path, changed, database=database)
     report, _ = _run(shop)
     assert report["items"][0]["reason"] == "neighbour database"
     assert len(set(_memos(shop)) - before) == 1  # another prediction: another memo
-    write_suite(shop.path, [dict(CASES[1], compare={"case_sensitive": False})], database="shop.sqlite")
+    write_suite(shop.path, [dict(CASES[1], compare={"case_sensitive": False})], database=database)
     _run(shop)
     assert len(set(_memos(shop)) - before) == 2  # another comparison rule: another memo
 
