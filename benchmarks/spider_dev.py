@@ -108,6 +108,7 @@ class Config:
     forget: Path | None = None  # a neighbour cache whose remembered verdicts go before each run (new predictions)
     cold: bool = False  # each run with an empty neighbour cache of its own (removed after the run)
     report: Path | None = None  # where ours writes its JSON report
+    tree_kb: int = 0  # the process tree's sampled peak PSS, from the warm-up run (the timed runs are not sampled)
 
 
 def _children(pid: int) -> list[int]:
@@ -143,8 +144,11 @@ def _tree_rss_kb(pid: int) -> int:
     return total
 
 
-def measure(command: list[str], cwd: Path, env: dict[str, str]) -> Run:
-    """Run `command` in its own process; wall and CPU time and memory of that process alone."""
+def measure(command: list[str], cwd: Path, env: dict[str, str], *, sample: bool = True) -> Run:
+    """Run `command` in its own process; wall and CPU time and memory of that process alone.
+    `sample`: the process tree's PSS read every 5 ms besides (reading smaps_rollup walks a process's
+    mappings under its memory lock: it cost the measured run up to a third of its wall time with
+    `-n 2`, so timed runs are not sampled)."""
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()
     started = time.perf_counter()
@@ -159,7 +163,7 @@ def measure(command: list[str], cwd: Path, env: dict[str, str]) -> Run:
             done.wait(0.005)
 
     sampler = threading.Thread(target=sample, daemon=True)
-    if os.path.isdir("/proc"):
+    if sample and os.path.isdir("/proc"):
         sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - started
@@ -397,7 +401,7 @@ def describe(config: Config) -> tuple[float, str]:
     line = (
         f"  wall {best_wall:.3f} s best, {median_wall:.3f} s median (all: {' '.join(f'{w:.2f}' for w in walls)}); "
         f"CPU {min(r.cpu for r in runs):.3f} s; peak RSS {mib(max(r.maxrss_kb for r in runs))} "
-        f"(largest process), {mib(max(r.tree_kb for r in runs))} (PSS of the process tree, sampled)"
+        f"(largest process), {mib(config.tree_kb)} (PSS of the process tree, sampled in the warm-up run)"
     )
     return best_wall, line
 
@@ -511,7 +515,7 @@ def main() -> None:
                 if config.cold:
                     fresh = Path(tempfile.mkdtemp(prefix="cold-cache-", dir=directory))
                     run_env = {**config.env, "NL2SQL_CACHE_DIR": str(fresh)}
-                run = measure(config.command, config.cwd, run_env)
+                run = measure(config.command, config.cwd, run_env, sample=round_ == 0)
                 results[config.label] = config.check(run)  # type: ignore[operator]
                 if config.report is not None:
                     os.replace(config.report, kept / f"{file_label(config.label)}.json")
@@ -520,6 +524,8 @@ def main() -> None:
                     shutil.rmtree(fresh, ignore_errors=True)
                 if round_:
                     config.runs.append(run)
+                else:
+                    config.tree_kb = run.tree_kb
 
         print(f"{args.model}, {args.repeat} rounds after a warm-up, alternating {' / '.join(c.label for c in configs)}:")
         bests: dict[str, float] = {}
