@@ -276,7 +276,8 @@ def fresh_value(column: Column, taken: set[Any], counter: int) -> Any | None:
     if column.value_class in (INT, REAL) or column.affinity in ("INTEGER", "NUMERIC"):  # else the numbers are not asked for
         numbers = [v for v in taken if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if column.value_class in (INT, REAL) or numbers:
-            start = int(max(numbers)) + 1 if numbers else 1
+            ordered = [v for v in numbers if v == v]  # a NaN orders with nothing: max() would depend on the set's order
+            start = int(max(ordered)) + 1 if ordered else 1
             return start + counter
     if column.value_class in (TEXT, OTHER):
         texts = sorted(str(v) for v in taken if isinstance(v, str))
