@@ -371,3 +371,17 @@ def test_the_readmes_links_into_the_docs_lead_to_pages() -> None:
     assert any(link.startswith("docs/") for link in links)
     missing = [link for link in links if not (DOCS.parent / link).exists()]
     assert not missing, f"README.md links to files that do not exist: {', '.join(missing)}"
+
+
+def test_the_readmes_quick_start_is_the_example_suites_then_the_test_suite_ci_runs() -> None:
+    """The README's quick start, the first code block under its heading, is two commands: one runs
+    the example suites, one the test suite, which `.ci/run` runs verbatim (a user-facing install
+    from PyPI put first there once, and a fresh clone's quick start then failed)."""
+    readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"^## Quick start\n.*?^```bash\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
+    assert block, "README.md has no ```bash block under '## Quick start'"
+    commands = [line for line in block.group(1).splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert len(commands) == 2, commands
+    assert "pytest example_suites/" in commands[0]
+    ci = (DOCS.parent / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert commands[1] in ci, f".ci/run does not run the README's test command {commands[1]!r} verbatim"
