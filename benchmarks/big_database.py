@@ -33,12 +33,13 @@ import os
 import pstats
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from timed import Run, measure
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 2.0
@@ -125,11 +126,7 @@ cases:
 
 
 @dataclass(frozen=True)
-class Run:
-    wall: float
-    cpu: float
-    returncode: int
-    output: str
+class CheckedRun(Run):
     checked: str = ""  # on how many cases neighbours were checked (from the JSON report)
 
 
@@ -159,15 +156,6 @@ def write_suite(directory: Path, database: Path) -> Path:
     suite = directory / "retail.nl2sql.yaml"
     suite.write_text(CASES)
     return suite
-
-
-def measure(command: list[str], cwd: Path, env: dict[str, str]) -> Run:
-    started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output = process.stdout.read() if process.stdout else ""
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - started
-    return Run(wall, usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status), output)
 
 
 def pytest_command(suite: Path, *extra: str) -> list[str]:
@@ -208,7 +196,7 @@ def main() -> None:
                                             ("warm, with neighbours", (), {"NL2SQL_CACHE_DIR": str(cache)})):
                 report.unlink(missing_ok=True)
                 run = measure(pytest_command(suite, *extra), directory, {**env, **cache_env})
-                runs[label] = Run(run.wall, run.cpu, run.returncode, run.output, checked(report) if report.exists() else "no report")
+                runs[label] = CheckedRun(run.wall, run.cpu, run.returncode, run.output, checked(report) if report.exists() else "no report")
             shutil.rmtree(cache, ignore_errors=True)
             for label, run in list(runs.items()):
                 if run.returncode not in (0, 1):

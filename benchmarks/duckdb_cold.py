@@ -54,25 +54,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import timed
 import yaml
+from timed import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SPIDER = ROOT.parent / "shared" / "data" / "spider"
 DEFAULT_DATABASES = "world_1,car_1,concert_singer"
 TARGETS = {"cold": 3.0, "warm": 2.0}  # issue 32: DuckDB's first run and a warm one against the same suite's on SQLite
 COMPARED = ("verdict", "reason", "neighbours")
-
-
-@dataclass(frozen=True)
-class Run:
-    wall: float
-    cpu: float
-    returncode: int
-    output: str
 
 
 def dev_cases(spider: Path, predictions: Path, databases: set[str]) -> list[dict[str, Any]]:
@@ -130,15 +123,7 @@ def measure(command: list[str], cwd: Path, cache: Path, tree: Path | None = None
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # no recompiling every module in every run
-    with tempfile.TemporaryFile() as out:
-        started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, *command], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        output = out.read().decode(errors="replace")
-    return Run(wall, usage.ru_utime + usage.ru_stime, proc.returncode, output)
+    return timed.measure([sys.executable, *command], cwd, env)
 
 
 def checked(run: Run, label: str) -> Run:

@@ -33,15 +33,13 @@ import json
 import os
 import pstats
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from timed import Run, measure
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"cold": 3.0, "warm": 1.5}
@@ -99,14 +97,6 @@ CASES = [
 ]
 
 
-@dataclass(frozen=True)
-class Run:
-    wall: float
-    cpu: float
-    returncode: int
-    output: str
-
-
 def write_suite(folder: Path) -> Path:
     """The warehouse and its case file in `folder` (the case names the warehouse by a relative path)."""
     import duckdb
@@ -122,18 +112,6 @@ def write_suite(folder: Path) -> Path:
     suite.write_text(yaml.safe_dump({"dialect": "duckdb", "database": "duckdb:///warehouse.duckdb", "cases": CASES},
                                     sort_keys=False, width=10_000))
     return suite
-
-
-def measure(command: list[str], cwd: Path, env: dict[str, str]) -> Run:
-    """Run `command` in its own process; wall and CPU time (it and its reaped children)."""
-    with tempfile.TemporaryFile() as out:
-        started = time.perf_counter()
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - started
-        out.seek(0)
-        output = out.read().decode(errors="replace")
-    return Run(wall, usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status), output)
 
 
 def pytest_command(suite: Path, report: Path, *extra: str) -> list[str]:
