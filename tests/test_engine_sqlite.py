@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import string
+import threading
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,28 @@ def test_schema_ddl_and_columns(db: Path) -> None:
     assert ddl.index("CREATE TABLE singer") < ddl.index("CREATE TABLE concert")
     assert "CREATE VIEW old" in ddl
     engine.close()
+
+
+def test_the_schema_is_read_in_this_process_from_any_thread(db: Path) -> None:
+    """Our own schema queries cost no round trip to the worker (nor its opening the database),
+    and a prediction asked ahead of its turn may read the schema from another thread meanwhile."""
+    engine = open_engine(str(db))
+    assert isinstance(engine, SqliteEngine)
+    try:
+        found: list[object] = []
+        readers = [threading.Thread(target=lambda: found.append((engine.schema_columns(), engine.schema_ddl())))
+                   for _ in range(4)]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+        assert len(found) == 4 and all(f == found[0] for f in found)
+        assert found[0][0]["raw"] == ["t"] and "CREATE VIEW old" in found[0][1]
+        assert engine._handle is None  # the worker never opened the database
+    finally:
+        engine.close()
+    with pytest.raises(DatabaseMissing, match="closed"):
+        engine.schema_ddl()
 
 
 def test_not_a_database_is_database_missing(tmp_path: Path) -> None:

@@ -371,8 +371,9 @@ class SqliteSession(Session):
     allowed inside a SELECT, never as a `PRAGMA` statement), which a cached statement would skip.
     """
 
-    def __init__(self, path: str, text_errors: str, immutable: bool = False) -> None:
-        """`immutable`: nobody changes the file while it is open (see `sqlite_uri`)."""
+    def __init__(self, path: str, text_errors: str, immutable: bool = False, *, any_thread: bool = False) -> None:
+        """`immutable`: nobody changes the file while it is open (see `sqlite_uri`). `any_thread`:
+        used from several threads, one at a time (the caller holds a lock)."""
         super().__init__()
         codecs.lookup_error(text_errors)
         self.path = path
@@ -387,7 +388,7 @@ class SqliteSession(Session):
         self._bounded_only = False
         self.batch_bytes = 0  # the size of the last batch, counted as `SizeBudget` counts it
         self._cursor: sqlite3.Cursor | None = None
-        self._conn = _connect_sqlite(path, immutable)
+        self._conn = _connect_sqlite(path, immutable, any_thread)
         try:
             self._configure(text_errors)
         except BaseException:
@@ -598,14 +599,15 @@ def _file_uri(path: str) -> str:
     return f"file://{quoted}"
 
 
-def _connect_sqlite(path: str, immutable: bool = False) -> sqlite3.Connection:
+def _connect_sqlite(path: str, immutable: bool = False, any_thread: bool = False) -> sqlite3.Connection:
     if not os.path.exists(path):
         raise Refusal("missing", f"database file not found: {path}")
     if not os.path.isfile(path):
         raise Refusal("missing", f"database path is not a file: {path}")
     try:
         return sqlite3.connect(
-            sqlite_uri(path, immutable=immutable), uri=True, isolation_level=None, cached_statements=0
+            sqlite_uri(path, immutable=immutable), uri=True, isolation_level=None, cached_statements=0,
+            check_same_thread=not any_thread,
         )
     except sqlite3.Error as error:
         raise Refusal("missing", f"cannot open SQLite database {path}: {error}") from None
