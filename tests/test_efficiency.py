@@ -187,3 +187,25 @@ def test_a_slow_right_prediction_is_a_finding_not_a_failure(pytester: pytest.Pyt
     items = {i["id"]: i for i in read_report(pytester.path / "r.json")["items"]}
     assert items["slow"]["execution_time"]["slowdown"] >= 10 and items["slow"]["execution_time"]["reward"] == 0.25
     assert items["slow"]["execution_time"]["repeats"] >= 1
+
+
+def test_the_gold_s_own_query_is_equally_fast_without_being_timed_again(pytester: pytest.Pytester) -> None:
+    """A right prediction that is its gold's query token for token (another spelling: keyword case,
+    spacing, a semicolon) runs the same statement: its slowdown is 1 by definition, and re-timing
+    it could only add noise."""
+    con = sqlite3.connect(pytester.path / "big.sqlite")
+    con.execute("CREATE TABLE n(i INTEGER)")
+    con.executemany("INSERT INTO n VALUES (?)", [(i,) for i in range(90)])  # 90**3 rows joined: well above the floor
+    con.commit()
+    con.close()
+    gold = "SELECT count(*) FROM n a, n b, n c WHERE a.i + b.i > c.i"
+    write_suite(pytester.path, [{"id": "same", "gold": gold, "predicted": "select COUNT(*)  from n a, n b, n c where a.i+b.i>c.i;"},
+                                {"id": "other", "gold": gold, "predicted": "SELECT count(*) FROM n c, n b, n a WHERE a.i + b.i > c.i"}],
+                database="big.sqlite")
+    result = pytester.runpytest("--nl2sql-report=json:r.json")
+    result.assert_outcomes(passed=2)
+    items = {i["id"]: i for i in read_report(pytester.path / "r.json")["items"]}
+    same, other = items["same"]["execution_time"], items["other"]["execution_time"]
+    assert max(same["gold_s"], same["predicted_s"]) > FLOOR_CAP_S
+    assert (same["repeats"], same["slowdown"], same["reward"]) == (1, 1.0, 1.0)
+    assert other["repeats"] > 1  # another query (the joins in another order) is timed again

@@ -73,12 +73,17 @@ class Efficiency:
     repeats: int  # timings of each side its time is the fastest of (1: the first, not timed again)
     steady: bool = True  # each side's fastest timing came back (else the two count as equally fast)
     floor_s: float = FLOOR_S  # both sides under it count as equally fast (`floor_for`)
+    # the prediction is the gold's own query token for token (`on_neighbours.same_query`): the same
+    # statement, the same plan, equally fast by definition, so not timed again (the first timings kept)
+    same_query: bool = False
 
     @property
     def slowdown(self) -> float:
         """How many times slower than the gold the prediction ran (below 1: faster); 1 when the
-        timings cannot tell the two apart."""
-        return _slowdown(self.gold_s, self.predicted_s, self.floor_s) if self.steady else 1.0
+        timings cannot tell the two apart, or the two are one query."""
+        if self.same_query or not self.steady:
+            return 1.0
+        return _slowdown(self.gold_s, self.predicted_s, self.floor_s)
 
     @property
     def reward(self) -> float:
