@@ -289,3 +289,36 @@ def test_a_shrunk_counterexample_keeps_a_parent_referenced_by_text(tmp_path: Pat
     kept = set(_Shrinker(schema, rows, differs, tmp_path, budget=128).shrink())
     assert ("player", 3) in kept  # p3, of team '4'
     assert ("team", 3) in kept  # team 4
+
+
+def test_a_shrink_asks_about_each_set_of_rows_once(tmp_path: Path) -> None:
+    """Removing a team removes its players, so two chunks can leave the same rows (a player's
+    chunk and its team's): an attempt on rows already found not to differ is answered from
+    memory, with no database written or queried, and counts against the budget as it did."""
+    from pytest_nl2sql.neighbours.shrink import _Shrinker
+
+    path = make_db(tmp_path / "league.sqlite", """
+        CREATE TABLE team(id INTEGER PRIMARY KEY, name TEXT);
+        CREATE TABLE player(id INTEGER PRIMARY KEY, name TEXT, team_id INTEGER REFERENCES team(id));
+    """)
+    reader = open_source(path, "sqlite")
+    schema = reader.schema()
+    reader.close()
+    rows = {"team": [(i, f"team {i}") for i in range(1, 5)],
+            "player": [(10 + i, f"p{i}", 1 + i % 4) for i in range(8)]}
+    seen: list[frozenset[tuple[str, tuple[object, ...]]]] = []
+
+    def differs(database: Path) -> bool:
+        connection = sqlite3.connect(database)
+        try:
+            content = frozenset((t, r) for t in ("team", "player") for r in connection.execute(f"SELECT * FROM {t}"))
+            seen.append(content)
+            return connection.execute("SELECT count(*) FROM player WHERE name IN ('p3', 'p6')").fetchone()[0] == 2
+        finally:
+            connection.close()
+
+    shrinker = _Shrinker(schema, rows, differs, tmp_path, budget=128)
+    kept = set(shrinker.shrink())
+    assert kept == {("player", 3), ("player", 6), ("team", 3), ("team", 2)}  # p3 and p6, and their teams 4 and 3
+    assert len(seen) == len(set(seen))  # no set of rows asked about twice
+    assert shrinker.attempts > len(seen)  # the answers from memory were counted
