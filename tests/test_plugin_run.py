@@ -114,3 +114,26 @@ def test_a_deeply_nested_baseline_is_a_usage_error_naming_it(shop: pytest.Pytest
     result = shop.runpytest("--nl2sql-baseline=b.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*baseline file *b.json: nested deeper than 100 levels*"])
+
+
+def test_what_survives_every_few_cases_is_frozen_out_of_the_collector_s_sight(shop: pytest.Pytester) -> None:
+    """The results, parses and query results a run keeps live to its end: every `FREEZE_EVERY`
+    cases they are frozen (after the young garbage is collected), so that the collector's full
+    passes do not walk them again and again."""
+    shop.makeconftest("""
+        import gc, json
+        from pytest_nl2sql.plugin import items
+        items.FREEZE_EVERY = 2
+        calls, last = [], ["(none)"]
+        freeze, collect = gc.freeze, gc.collect
+        gc.freeze = lambda: (calls.append(("freeze", last[0])), freeze())[1]
+        gc.collect = lambda *a: (calls.append(("collect", a)), collect(*a))[1]
+        def pytest_runtest_logstart(nodeid, location):
+            last[0] = nodeid.rsplit("::", 1)[-1]
+        def pytest_unconfigure(config):
+            open("frozen.json", "w").write(json.dumps(calls))
+    """)
+    shop.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=2, failed=1)
+    calls = [tuple(call) for call in json.loads((shop.path / "frozen.json").read_text()) if call[0] == "freeze" or call[1] == [1]]
+    # at collection, after the young generations' collection in the 2nd case's teardown, at the session's end
+    assert calls == [("freeze", "(none)"), ("collect", [1]), ("freeze", "b"), ("freeze", "c")]
