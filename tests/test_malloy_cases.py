@@ -74,6 +74,20 @@ def test_malloy_answers_are_compiled_and_judged_on_the_case_s_data(pytester: pyt
     assert right["exact_match"] is None  # compiled SQL has no Spider exact match
 
 
+def test_a_process_s_runs_share_one_compiler_child(pytester: pytest.Pytester, suite_dir: Path) -> None:
+    """Starting Node and loading Malloy costs 1.5-2 s: each run of a process (an in-process session
+    after another, `api.evaluate_suite` in a loop) started a child of its own."""
+    from pytest_nl2sql.malloy.compiler import shared_compiler
+
+    write_suite(suite_dir, [{"id": "right", "gold": COUNT, "predicted_malloy": ANSWERS["right"][1]}], database="singers.sqlite")
+    assert _items(pytester)["right"]["verdict"] == "pass"
+    compiler = shared_compiler()
+    pid, starts = compiler.pid, compiler.starts
+    assert pid is not None  # still running after its run ended
+    assert _items(pytester)["right"]["verdict"] == "pass"
+    assert (compiler.pid, compiler.starts) == (pid, starts)
+
+
 def test_a_predictions_file_and_the_hook_give_the_same_verdicts(pytester: pytest.Pytester, suite_dir: Path) -> None:
     write_suite(suite_dir, [{"id": k, "gold": gold} for k, (gold, _) in ANSWERS.items()], database="singers.sqlite")
     write_jsonl(suite_dir / "preds.jsonl", [{"id": k, "predicted_malloy": malloy} for k, (_, malloy) in ANSWERS.items()])

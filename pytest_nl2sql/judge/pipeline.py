@@ -416,11 +416,12 @@ class Pipeline:
         return self._server_copies
 
     def _malloy(self) -> Any:
-        """The process's Malloy compiler (a Node child, started on its first compile)."""
+        """The process's Malloy compiler (a Node child, started on its first compile, kept for the
+        process's later runs: `malloy.compiler.shared_compiler`)."""
         if self._malloy_compiler is None:
-            from pytest_nl2sql.malloy import MalloyCompiler
+            from pytest_nl2sql.malloy.compiler import shared_compiler
 
-            self._malloy_compiler = MalloyCompiler()
+            self._malloy_compiler = shared_compiler()
         return self._malloy_compiler
 
     def _malloy_tables(self, engine: Engine) -> Any:
@@ -1006,9 +1007,7 @@ class Pipeline:
 
     def close(self) -> None:
         self.engines.close_all()
-        if self._malloy_compiler is not None:
-            self._malloy_compiler.close()
-            self._malloy_compiler = None
+        self._malloy_compiler = None  # the process's (`shared_compiler`): kept for its next run
         for engine in self._malloy_engines.values():
             if engine.dialect == EngineKind.DUCKDB.value:  # the copies (a SQLite engine is the cache's)
                 engine.close()

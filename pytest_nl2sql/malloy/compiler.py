@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,7 +46,7 @@ from typing import IO, Any
 
 from pytest_nl2sql.copydb.model import ColumnType, Kind, Table
 from pytest_nl2sql.engines.base import Limits
-from pytest_nl2sql.malloy.home import SERVER, MalloyUnavailable, pinned_version, require_compiler
+from pytest_nl2sql.malloy.home import SERVER, MalloyUnavailable, compiler_home, pinned_version, require_compiler
 from pytest_nl2sql.malloy.model import generated_model
 from pytest_nl2sql.malloy.names import malloy_dialect, sql_dialect
 
@@ -56,6 +57,7 @@ NATIVE_MB = 512  # what the child may write to memory besides the heap (Node, bu
 _OOM_SAID = ("out of memory", "allocation failed", "bad_alloc", "cannot allocate memory")  # V8's and Node's words
 _MISSING_SAID = ("cannot find module", "err_module_not_found")  # Node's, when a file of the install is gone
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+SCHEMAS_KEPT = 256  # schemas (and generated models) a compiler remembers before it forgets them all
 
 
 @dataclass(frozen=True)
@@ -420,6 +422,9 @@ class MalloyCompiler:
         known = tuple(tables)
         found = self._schemas.get(known)
         if found is None:
+            if len(self._schemas) >= SCHEMAS_KEPT:  # a shared compiler outlives runs: bounded
+                self._schemas.clear()
+                self._models.clear()
             described = schema_json(known)
             key = hashlib.sha256(json.dumps(described, sort_keys=True).encode("utf-8")).hexdigest()[:20]
             found = self._schemas[known] = (key, described)
@@ -468,3 +473,23 @@ class MalloyCompiler:
         child, self._child = self._child, None
         if child is not None:
             child.stop(kill)
+
+
+_SHARED: dict[tuple[Path, str | None], MalloyCompiler] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_compiler() -> MalloyCompiler:
+    """This process's compiler for the compiler home and `node` it would start now, kept for every
+    later run of the process (an in-process pytest session after another, `api.evaluate_suite` in a
+    loop): starting Node and loading Malloy costs 1.5-2 s of wall time and ~0.5 s of CPU, which
+    each run paid again. Its child ends with the process (its input closes; the parent-death
+    signal), or is replaced when it dies or overruns a compile, as any compiler's is; nothing of a
+    run is kept in it but schemas and models, looked up by their content."""
+    key = (compiler_home(), shutil.which("node"))
+    with _SHARED_LOCK:
+        compiler = _SHARED.get(key)
+        if compiler is None:
+            compiler = _SHARED[key] = MalloyCompiler()
+        return compiler
+
