@@ -1447,14 +1447,14 @@ def _insert_rows(connection: Any, schema: Schema, rows: Rows, refused: tuple[typ
 def create_duckdb(schema: Schema, rows: Rows, target: str | Path) -> tuple[Any, Rows]:
     """A DuckDB database (`:memory:` or a file path) holding `rows`, attached to the process's
     DuckDB instance (`schema.DuckdbHost`: no instance started per candidate); rows the database
-    refuses are left out and the inserted rows returned. Closing the connection detaches it."""
+    refuses are left out and the inserted rows returned. Closing the connection detaches it. The
+    tables are copied from a database holding them empty (`DuckdbHost.create_tables`)."""
     import duckdb
 
     connection = DUCKDB_HOST.attach(target)
     try:
-        for table in schema.tables:
-            budget.check()
-            connection.execute(table.create_sql)
+        budget.check()
+        DUCKDB_HOST.create_tables(connection, tuple(table.create_sql for table in schema.tables))
         kept = _insert_duckdb_rows(connection, schema, rows, (duckdb.Error,))
         for sql in schema.extra_sql:
             try:
