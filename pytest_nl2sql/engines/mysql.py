@@ -45,7 +45,10 @@ this engine's time limit; the engine reopens the connection on the next query.
 
 from __future__ import annotations
 
+import functools
 import re
+import ssl
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -87,6 +90,29 @@ _STATEMENT_TIME = 1969  # MariaDB: max_statement_time exceeded
 # own "connection was killed" / "shutdown in progress" / "disconnected for inactivity".
 _CONNECTION_GONE = {2006, 2013, 2055, 1927, 1053, 4031}
 
+@functools.cache
+def _connection_class(pymysql: Any) -> type:
+    """PyMySQL's connection, its TLS context for the "preferred" mode (no TLS option given: TLS
+    when the server offers it, nothing verified) made once per process. PyMySQL made one for every
+    connection, loading the system's CA certificates each time (~30 ms of CPU) for a context that
+    verifies nothing; a context may serve any number of connections. Any TLS option the user gives
+    is PyMySQL's own, as before."""
+
+    class Connection(pymysql.connections.Connection):  # type: ignore[misc,name-defined]
+        _preferred: ssl.SSLContext | None = None
+        _preferred_lock = threading.Lock()
+
+        def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
+            if not (isinstance(sslp, dict) and not sslp):
+                return super()._create_ssl_ctx(sslp)
+            with Connection._preferred_lock:
+                if Connection._preferred is None:
+                    Connection._preferred = super()._create_ssl_ctx({})
+                return Connection._preferred
+
+    return Connection
+
+
 DENIED_FUNCTIONS = frozenset(
     {"load_file", "get_lock", "release_lock", "release_all_locks", "sys_exec", "sys_eval"}
 )
@@ -126,7 +152,7 @@ class MysqlEngine:
         assert server is not None
         options = dict(server.options)
         try:
-            return self._pymysql.connect(
+            return _connection_class(self._pymysql)(
                 host=server.host or "localhost",
                 port=server.port or 3306,
                 user=server.user or "root",
