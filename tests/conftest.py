@@ -81,6 +81,16 @@ def shared_neighbour_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 @pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's own `pytester`, its runs without Hypothesis' pytest plugin: no suite a test writes
+    uses Hypothesis, and every process such a run starts (its xdist workers, `runpytest_subprocess`)
+    imported it, ~0.13 s of CPU each, some 50 in all. Set after pytester's own set-up, which clears
+    `PYTEST_ADDOPTS`; a test's own `PYTEST_ADDOPTS` replaces it."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
+    return pytester
+
+
+@pytest.fixture
 def postgres_shop() -> Iterator[Scratch]:
     """The shop tables of `helpers.SHOP_SQL` in a throwaway PostgreSQL schema."""
     with postgres_schema("nl2sql", SHOP_SQL) as scratch:
