@@ -137,3 +137,20 @@ def test_what_survives_every_few_cases_is_frozen_out_of_the_collector_s_sight(sh
     calls = [tuple(call) for call in json.loads((shop.path / "frozen.json").read_text()) if call[0] == "freeze" or call[1] == [1]]
     # at collection, after the young generations' collection in the 2nd case's teardown, at the session's end
     assert calls == [("freeze", "(none)"), ("collect", [1]), ("freeze", "b"), ("freeze", "c")]
+
+
+def test_an_xdist_controller_freezes_the_results_it_received(shop: pytest.Pytester) -> None:
+    """The controller collects no item, but receives every case's result and keeps it to the end:
+    frozen at the session's end, pytest's collections at exit do not walk them (nor the reports)."""
+    shop.makeconftest("""
+        import gc, os
+        import pytest
+        freeze = gc.freeze
+        def frozen():
+            open(f"frozen-{os.getpid()}.txt", "a").write(os.environ.get("PYTEST_XDIST_WORKER", "controller") + "\\n")
+            freeze()
+        gc.freeze = frozen
+    """)
+    shop.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2").assert_outcomes(passed=2, failed=1)
+    calls = [line for path in shop.path.glob("frozen-*.txt") for line in path.read_text().split()]
+    assert "controller" in calls and any(call.startswith("gw") for call in calls)

@@ -118,7 +118,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if nodes.has_cases(session):
+    controller = session.config.stash.get(CONTROLLER_KEY, None)
+    if nodes.has_cases(session) or (controller is not None and controller.results):  # (an xdist controller: no items)
         gc.freeze()  # nor the results, which live to the end too (this halves the time a Spider run spends exiting)
     nodes.forget_quiet_reports(session.config)  # (an xdist controller has no items, but the reports)
 
