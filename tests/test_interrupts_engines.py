@@ -223,9 +223,20 @@ def _wait_for(started: Callable[[], bool], run: subprocess.Popen[str], what: str
         time.sleep(0.05)
 
 
+def _signal_masks(pid: int) -> str:
+    """The run's signal masks as Linux shows them (SigBlk, SigIgn, SigCgt), to say why a Ctrl-C
+    went unseen: a SIGINT blocked or ignored is inherited from whatever started the process."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return "signal masks unknown"
+    return ", ".join(line.replace("\t", " ") for line in lines if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
+
+
 def _interrupt(run: subprocess.Popen[str]) -> tuple[str, float]:
     """Ctrl-C as a terminal sends it (to the run's process group; the engines' worker processes
     have groups of their own); the run's output, and how long it took to end after the signal."""
+    masks = _signal_masks(run.pid)
     os.killpg(run.pid, signal.SIGINT)
     signalled = time.monotonic()
     try:
@@ -233,7 +244,7 @@ def _interrupt(run: subprocess.Popen[str]) -> tuple[str, float]:
     except subprocess.TimeoutExpired:
         os.killpg(run.pid, signal.SIGKILL)
         output, _ = run.communicate()
-        pytest.fail(f"the run did not stop within {STOPPED_WITHIN:g} s of Ctrl-C:\n{output}")
+        pytest.fail(f"the run did not stop within {STOPPED_WITHIN:g} s of Ctrl-C ({masks}):\n{output}")
     return output, time.monotonic() - signalled
 
 
