@@ -139,9 +139,10 @@ def test_what_survives_every_few_cases_is_frozen_out_of_the_collector_s_sight(sh
     assert calls == [("freeze", "(none)"), ("collect", [1]), ("freeze", "b"), ("freeze", "c")]
 
 
-def test_an_xdist_controller_freezes_the_results_it_received(shop: pytest.Pytester) -> None:
+def test_an_xdist_controller_freezes_the_results_it_received(shop: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """The controller collects no item, but receives every case's result and keeps it to the end:
     frozen at the session's end, pytest's collections at exit do not walk them (nor the reports)."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test's own worker's, under -n 2: not the run's
     shop.makeconftest("""
         import gc, os
         import pytest
