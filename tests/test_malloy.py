@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import sqlglot
 
-from helpers import make_db
+from helpers import make_db, process_gone
 from pytest_nl2sql.cli import main
 from pytest_nl2sql.copydb import copy_database
 from pytest_nl2sql.copydb.model import Table
@@ -244,34 +244,43 @@ def test_a_model_of_one_s_own_may_name_any_connection(compiler: MalloyCompiler, 
     assert broken.value.in_model and broken.value.line == 3 and "no_such_table" in broken.value.message
 
 
-def test_one_child_serves_every_compile_and_a_killed_one_is_restarted(music: Path) -> None:
-    _compiler_or_skip()
+def test_one_child_serves_every_compile_and_a_killed_one_is_restarted(compiler: MalloyCompiler, music: Path) -> None:
     tables = tables_of(music)
+    compiler.compile("run: album -> { aggregate: n is count() }", tables=tables, dialect="sqlite")
+    starts = compiler.starts
+    for _ in range(20):
+        compiler.compile("run: album -> { aggregate: n is count() }", tables=tables, dialect="sqlite")
+    assert compiler.starts == starts
+    pid = compiler.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    compiled = compiler.compile("run: album -> { group_by: title }", tables=tables, dialect="postgres")
+    assert "SELECT" in compiled.sql and compiler.starts == starts + 1 and compiler.pid not in (None, pid)
+
+
+def test_a_compiler_closed_ends_its_child(music: Path) -> None:
+    _compiler_or_skip()
     with MalloyCompiler() as compiler:
-        for _ in range(20):
-            compiler.compile("run: album -> { aggregate: n is count() }", tables=tables, dialect="sqlite")
-        assert compiler.starts == 1
+        compiler.compile("run: album -> { aggregate: n is count() }", tables=tables_of(music), dialect="sqlite")
         pid = compiler.pid
         assert pid is not None
-        os.kill(pid, signal.SIGKILL)
-        compiled = compiler.compile("run: album -> { group_by: title }", tables=tables, dialect="postgres")
-        assert "SELECT" in compiled.sql and compiler.starts == 2 and compiler.pid not in (None, pid)
-    assert compiler.pid is None
+    assert compiler.pid is None and process_gone(pid)
 
 
-def test_a_compile_past_the_timeout_is_an_error_and_the_next_starts_afresh(music: Path) -> None:
-    _compiler_or_skip()
+def test_a_compile_past_the_timeout_is_an_error_and_the_next_starts_afresh(compiler: MalloyCompiler, music: Path) -> None:
     tables = tables_of(music)
-    with MalloyCompiler() as compiler:
-        compiler.compile("run: album -> { aggregate: n is count() }", tables=tables, dialect="sqlite")
+    compiler.compile("run: album -> { aggregate: n is count() }", tables=tables, dialect="sqlite")
+    starts = compiler.starts
+    try:
         compiler.timeout = 0.0001
         with pytest.raises(MalloyCompileError, match="took more than"):
             compiler.compile("run: track -> { group_by: album.Artist.name; nest: t is { group_by: name } }",
                              tables=tables, dialect="postgres")
         assert compiler.pid is None
+    finally:
         compiler.timeout = 60
-        assert "SELECT" in compiler.compile("run: album -> { group_by: title }", tables=tables, dialect="sqlite").sql
-        assert compiler.starts == 2
+    assert "SELECT" in compiler.compile("run: album -> { group_by: title }", tables=tables, dialect="sqlite").sql
+    assert compiler.starts == starts + 1
 
 
 def test_compiles_from_several_threads_share_the_child(compiler: MalloyCompiler, music: Path) -> None:
