@@ -221,18 +221,16 @@ def _counts(neighbours: dict[str, Any] | None) -> dict[str, int] | None:
     return None if neighbours is None else {"checked": neighbours["checked"], "failed": neighbours["failed"]}
 
 
-def test_a_right_prediction_checked_on_no_neighbour_says_so(pytester: pytest.Pytester) -> None:
+def test_a_right_prediction_checked_on_no_neighbour_says_so(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """When no candidate database runs the gold, the case has no neighbours: the item says why
     (`extra.neighbours_off`) and the summary counts it, rather than pass as if it were checked."""
-    make_shop(pytester.path)
-    pytester.makeconftest("""
-        from pytest_nl2sql.neighbours import cache
+    from pytest_nl2sql.neighbours import cache
 
-        cache.NeighbourCache.neighbours_for = lambda self, *args, **kwargs: ()  # generation made none
-    """)
+    make_shop(pytester.path)
+    monkeypatch.setattr(cache.NeighbourCache, "neighbours_for", lambda self, *args, **kwargs: ())  # generation made none
     write_suite(pytester.path, [{"id": "right", "gold": "SELECT 1", "predicted": "SELECT 2 - 1"},
                                 {"id": "wrong", "gold": "SELECT 1", "predicted": "SELECT 2"}], database="shop.sqlite")
-    result = pytester.runpytest_subprocess("--nl2sql-report=json:r.json")  # (the conftest patches a class)
+    result = pytester.runpytest("--nl2sql-report=json:r.json")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*neighbour databases off for 1 right prediction: none could be generated*"])
     items = {i["id"]: i for i in read_report(pytester.path / "r.json")["items"]}
