@@ -30,10 +30,10 @@ from pytest_nl2sql.engines import (
 )
 from pytest_nl2sql.engines.sqlite import HEAP_LIMIT_BYTES, SqliteEngine
 
-# A query that never ends is stopped after 0.5 s; any other must end (in a result, a cap or a
+# A query that never ends is stopped after 0.25 s (each burns a core until then); any other must end (in a result, a cap or a
 # refusal) within a limit that follows the machine's load: under load, a cap reached in 0.2 s
 # took more than 0.5 s and ended as a timeout instead.
-FOREVER = Limits(timeout=0.5, max_rows=1_000, max_bytes=1_000_000, max_value_bytes=100_000)
+FOREVER = Limits(timeout=0.25, max_rows=1_000, max_bytes=1_000_000, max_value_bytes=100_000)
 LIMITS = replace(FOREVER, timeout=generous(2))
 
 ORIGINAL_T = [(1, "one"), (2, "two"), (3, "three")]
@@ -207,7 +207,7 @@ def test_denial_message_names_the_refused_operation(engine: SqliteEngine) -> Non
 
 
 def test_timeout_message_names_the_limit(engine: SqliteEngine) -> None:
-    with pytest.raises(QueryTimeout, match="0.5 s"):
+    with pytest.raises(QueryTimeout, match="0.25 s"):
         engine.execute(COUNT_FOREVER, FOREVER)
 
 
