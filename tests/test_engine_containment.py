@@ -34,7 +34,7 @@ from pytest_nl2sql.engines.worker import GRACE_SECONDS
 from pytest_nl2sql.engines.worker_child import row_size
 from pytest_nl2sql.vocab import Verdict
 
-HALF_SECOND = Limits(timeout=0.5)  # for queries that must time out (each burns it in CPU)
+SHORT = Limits(timeout=0.25)  # for queries that must time out (each burns it in CPU, and the grace after)
 NORMAL = Limits(timeout=30.0)  # for queries that must not: a loaded machine is no reason to fail them
 ORIGINAL = [(1, "one"), (2, "two"), (3, "three")]
 
@@ -103,11 +103,11 @@ def test_printf_attacks_end_as_timeouts_within_the_limit(
     started = time.monotonic()
     for sql in PRINTF_ATTACKS:
         one = time.monotonic()
-        with pytest.raises(QueryTimeout, match="longer than 0.5 s"):
-            sqlite_engine.execute(sql, HALF_SECOND)
-        assert time.monotonic() - one < 0.5 + GRACE_SECONDS + 10.0, sql  # stopped, not left to run (slack for a loaded machine)
+        with pytest.raises(QueryTimeout, match="longer than 0.25 s"):
+            sqlite_engine.execute(sql, SHORT)
+        assert time.monotonic() - one < SHORT.timeout + GRACE_SECONDS + 10.0, sql  # stopped, not left to run (slack for a loaded machine)
     elapsed = time.monotonic() - started
-    assert elapsed < 30.0, f"three 0.5 s printf attacks took {elapsed:.1f} s"
+    assert elapsed < 30.0, f"three {SHORT.timeout:g} s printf attacks took {elapsed:.1f} s"
     assert sqlite_engine._worker.kills == kills + 3  # the worker was killed each time...
     _assert_healthy(sqlite_engine, sqlite_db, digest)  # ...and replaced
 
@@ -116,7 +116,7 @@ def test_instr_attack_is_a_timeout(sqlite_engine: SqliteEngine, sqlite_db: Path)
     digest = _sha256(sqlite_db)
     started = time.monotonic()
     with pytest.raises(QueryTimeout):
-        sqlite_engine.execute(INSTR_ATTACK, HALF_SECOND)
+        sqlite_engine.execute(INSTR_ATTACK, SHORT)
     assert time.monotonic() - started < 10.0  # stopped, not left to run
     _assert_healthy(sqlite_engine, sqlite_db, digest)
 
@@ -125,7 +125,7 @@ def test_a_timeout_is_the_pred_timeout_verdict_not_a_mismatch(sqlite_db: Path) -
     """printf gives up with NULL once its string is too long: had the query been allowed to
     finish, it would have come back as a (wrong) result."""
     started = time.monotonic()
-    result = eval_exec_match(sqlite_db, PRINTF_ATTACKS[0], "SELECT NULL", limits=HALF_SECOND)
+    result = eval_exec_match(sqlite_db, PRINTF_ATTACKS[0], "SELECT NULL", limits=SHORT)
     assert result.verdict == Verdict.PRED_TIMEOUT
     assert time.monotonic() - started < 10.0  # stopped, not left to run
 
@@ -343,9 +343,9 @@ def test_duckdb_settings_are_capped_and_locked(duck_engine) -> None:
 
 def test_duckdb_timeout_and_then_normal_work(duck_engine) -> None:
     started = time.monotonic()
-    with pytest.raises(QueryTimeout, match="longer than 0.5 s"):
-        duck_engine.execute("SELECT count(*) FROM range(1000000000000)", Limits(timeout=0.5))
-    assert time.monotonic() - started < 0.5 + GRACE_SECONDS + 10.0  # stopped, not left to run
+    with pytest.raises(QueryTimeout, match="longer than 0.25 s"):
+        duck_engine.execute("SELECT count(*) FROM range(1000000000000)", SHORT)
+    assert time.monotonic() - started < SHORT.timeout + GRACE_SECONDS + 10.0  # stopped, not left to run
     assert duck_engine.execute("SELECT s FROM t WHERE x = 2", NORMAL).rows == [("two",)]
 
 
