@@ -90,11 +90,12 @@ _STATEMENT_TIME = 1969  # MariaDB: max_statement_time exceeded
 # own "connection was killed" / "shutdown in progress" / "disconnected for inactivity".
 _CONNECTION_GONE = {2006, 2013, 2055, 1927, 1053, 4031}
 
+
 @functools.cache
 def _connection_class(pymysql: Any) -> type:
     """PyMySQL's connection, its TLS context for the "preferred" mode (no TLS option given: TLS
     when the server offers it, nothing verified) made once per process. PyMySQL made one for every
-    connection, loading the system's CA certificates each time (~30 ms of CPU) for a context that
+    connection, loading the system's CA certificates each time (~20 ms of CPU) for a context that
     verifies nothing; a context may serve any number of connections. Any TLS option the user gives
     is PyMySQL's own, as before."""
 
