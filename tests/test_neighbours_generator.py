@@ -15,7 +15,7 @@ from pytest_nl2sql.cases.read import Case
 from pytest_nl2sql.judge.pipeline import CaseLabel, Pipeline, RunOptions
 from pytest_nl2sql.neighbours import neighbours_for
 from pytest_nl2sql.neighbours.literals import read_golds
-from pytest_nl2sql.neighbours.schema import open_source
+from pytest_nl2sql.neighbours.schema import Schema, open_source
 from pytest_nl2sql.vocab import Verdict
 
 LABEL = CaseLabel("generator.yml::case", "generator.yml")
@@ -263,19 +263,26 @@ def test_a_having_bound_on_an_aggregate_is_held_by_a_group(tmp_path: Path) -> No
 
 # ----------------------------------------------------------------------------- counterexamples
 
+def _league_schema(tmp_path: Path, team_id_type: str) -> Schema:
+    """The schema of teams and their players, `player.team_id` of the type given."""
+    path = make_db(tmp_path / "league.sqlite", f"""
+        CREATE TABLE team(id INTEGER PRIMARY KEY, name TEXT);
+        CREATE TABLE player(id INTEGER PRIMARY KEY, name TEXT, team_id {team_id_type} REFERENCES team(id));
+    """)
+    reader = open_source(path, "sqlite")
+    try:
+        return reader.schema()
+    finally:
+        reader.close()
+
+
 def test_a_shrunk_counterexample_keeps_a_parent_referenced_by_text(tmp_path: Path) -> None:
     """player.team_id is TEXT, team.id INTEGER: '4' joins 4 (SQLite gives the text the key's
     affinity). Removing team 4 must remove the players pointing at it, and a kept player keeps its
     team: no shown row points at nothing."""
     from pytest_nl2sql.neighbours.shrink import _Shrinker
 
-    path = make_db(tmp_path / "league.sqlite", """
-        CREATE TABLE team(id INTEGER PRIMARY KEY, name TEXT);
-        CREATE TABLE player(id INTEGER PRIMARY KEY, name TEXT, team_id TEXT REFERENCES team(id));
-    """)
-    reader = open_source(path, "sqlite")
-    schema = reader.schema()
-    reader.close()
+    schema = _league_schema(tmp_path, "TEXT")
     rows = {"team": [(i, f"team {i}") for i in range(1, 7)],
             "player": [(10 + i, f"p{i}", str(1 + i % 6)) for i in range(12)]}
 
@@ -297,13 +304,7 @@ def test_a_shrink_asks_about_each_set_of_rows_once(tmp_path: Path) -> None:
     memory, with no database written or queried, and counts against the budget as it did."""
     from pytest_nl2sql.neighbours.shrink import _Shrinker
 
-    path = make_db(tmp_path / "league.sqlite", """
-        CREATE TABLE team(id INTEGER PRIMARY KEY, name TEXT);
-        CREATE TABLE player(id INTEGER PRIMARY KEY, name TEXT, team_id INTEGER REFERENCES team(id));
-    """)
-    reader = open_source(path, "sqlite")
-    schema = reader.schema()
-    reader.close()
+    schema = _league_schema(tmp_path, "INTEGER")
     rows = {"team": [(i, f"team {i}") for i in range(1, 5)],
             "player": [(10 + i, f"p{i}", 1 + i % 4) for i in range(8)]}
     seen: list[frozenset[tuple[str, tuple[object, ...]]]] = []
